@@ -1,1 +1,131 @@
 #![forbid(unsafe_code)]
+//! The harness the integration tests share: where the real broker is, unique topic names, and
+//! the Java tools (run through `tests/kafka/broker.sh java`).
+//!
+//! The broker address comes from `SLUICE_BROKER` (`.ci/run` sets it after starting the broker;
+//! `tests/kafka/broker.sh start` prints it). Without it, `127.0.0.1:19092` is tried. When no
+//! broker answers, a test fails if `CI=true`, and otherwise prints a loud SKIPPED line: it never
+//! passes quietly without having talked to Kafka.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sluice_wire::{Client, ClientConfig};
+
+/// The bootstrap address of the test broker.
+pub fn broker_address() -> String {
+    std::env::var("SLUICE_BROKER").unwrap_or_else(|_| "127.0.0.1:19092".to_string())
+}
+
+/// Connects to the test broker, or returns `None` after printing why the test is skipped.
+/// Panics (fails the test) when `CI=true` and the broker cannot be reached.
+pub async fn client() -> Option<Client> {
+    let address = broker_address();
+    let mut config = ClientConfig::new([address.clone()]);
+    config.max_attempts = 3;
+    match Client::connect(config).await {
+        Ok(client) => Some(client),
+        Err(error) => {
+            if std::env::var("CI").is_ok_and(|value| value == "true") {
+                panic!("CI=true and the Kafka broker at {address} is unreachable: {error}");
+            }
+            eprintln!(
+                "SKIPPED: no Kafka broker at {address} ({error}); start one with `tests/kafka/broker.sh start`"
+            );
+            None
+        }
+    }
+}
+
+/// A client with default retry settings, for tests that need them.
+pub async fn client_with(config: impl FnOnce(&mut ClientConfig)) -> Option<Client> {
+    let client = client().await?;
+    let mut settings = client.config().clone();
+    config(&mut settings);
+    Some(Client::connect(settings).await.expect("reconnect with test settings"))
+}
+
+/// A topic name no other test (or earlier run) uses.
+pub fn unique_topic(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{prefix}-{}-{}-{}", std::process::id(), nanos % 1_000_000_000, COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Runs a Java tool from `tests/java` to completion and returns its stdout.
+pub fn run_java(main_class: &str, args: &[&str]) -> String {
+    let output = Command::new("bash")
+        .arg(repo_root().join("tests/kafka/broker.sh"))
+        .arg("java")
+        .arg(main_class)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/kafka/broker.sh java");
+    assert!(output.status.success(), "{main_class} {args:?} failed: {:?}", output.status);
+    String::from_utf8(output.stdout).expect("Java tool output is UTF-8")
+}
+
+/// A Java tool that runs until its stdin closes (for example a producer holding a transaction
+/// open). Dropping it closes stdin and waits for the process.
+pub struct JavaProcess {
+    child: Child,
+}
+
+impl JavaProcess {
+    /// Starts `main_class` and waits (bounded) until it prints `READY`.
+    pub fn start_until_ready(main_class: &str, args: &[&str], timeout: Duration) -> JavaProcess {
+        let mut child = Command::new("bash")
+            .arg(repo_root().join("tests/kafka/broker.sh"))
+            .arg("java")
+            .arg(main_class)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start Java tool");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.trim() == "READY" {
+                    let _ = sender.send(());
+                }
+            }
+        });
+        if receiver.recv_timeout(timeout).is_err() {
+            let _ = child.kill();
+            panic!("{main_class} did not print READY within {timeout:?}");
+        }
+        JavaProcess { child }
+    }
+
+    /// Closes stdin and waits for the process to finish.
+    pub fn finish(mut self) {
+        self.close();
+    }
+
+    fn close(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for JavaProcess {
+    fn drop(&mut self) {
+        if let Some(mut stdin) = self.child.stdin.take() {
+            let _ = stdin.flush();
+        }
+        self.close();
+    }
+}

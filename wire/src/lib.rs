@@ -1,2 +1,7 @@
 #![forbid(unsafe_code)]
 pub mod protocol;
+pub mod client;
+pub mod connection;
+
+pub use client::{Client, ClientConfig, ClientError, Consumer, FetchConfig, OffsetSpec, PartitionBatch, TopicPartition};
+pub use protocol::records::{IsolationLevel, Record};

@@ -1,0 +1,163 @@
+//! Admin calls: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords.
+//!
+//! In KRaft mode any broker forwards topic changes to the active controller, so topic calls go to
+//! any broker; DeleteRecords goes to each partition's leader.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::{Client, ClientError, TopicPartition};
+use crate::protocol::messages::create_partitions::{CreatePartitionsRequest, CreatePartitionsTopic};
+use crate::protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
+use crate::protocol::messages::delete_records::{DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic};
+use crate::protocol::messages::delete_topics::DeleteTopicsRequest;
+use crate::protocol::messages::TopicId;
+use crate::protocol::{ApiKey, ErrorCode};
+
+/// A topic to create.
+#[derive(Debug, Clone)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    /// Topic configs such as `cleanup.policy=compact`.
+    pub configs: Vec<(String, String)>,
+}
+
+impl NewTopic {
+    pub fn new(name: impl Into<String>, partitions: i32, replication_factor: i16) -> Self {
+        NewTopic { name: name.into(), partitions, replication_factor, configs: Vec::new() }
+    }
+
+    pub fn config(mut self, name: &str, value: &str) -> Self {
+        self.configs.push((name.to_string(), value.to_string()));
+        self
+    }
+}
+
+impl Client {
+    /// Creates a topic and waits until its metadata shows a leader for every partition.
+    /// Returns the topic id.
+    pub async fn create_topic(&self, topic: &NewTopic) -> Result<TopicId, ClientError> {
+        let request = CreateTopicsRequest {
+            topics: vec![CreatableTopic {
+                name: topic.name.clone(),
+                num_partitions: topic.partitions,
+                replication_factor: topic.replication_factor,
+                configs: topic.configs.clone(),
+            }],
+            timeout_ms: 30_000,
+            validate_only: false,
+        };
+        let response = self.send_to_any(&request).await?;
+        for result in &response.topics {
+            if !result.error_code.is_ok() {
+                return Err(ClientError::broker(
+                    ApiKey::CREATE_TOPICS,
+                    result.error_code,
+                    &result.name,
+                    None,
+                    result.error_message.clone(),
+                ));
+            }
+        }
+        self.wait_for_leaders(&topic.name, topic.partitions).await
+    }
+
+    /// Waits until metadata lists `partitions` partitions with leaders (topic creation and
+    /// partition changes propagate asynchronously).
+    async fn wait_for_leaders(&self, topic: &str, partitions: i32) -> Result<TopicId, ClientError> {
+        let topics = [topic.to_string()];
+        for attempt in 0..50u32 {
+            let metadata = self.refresh_metadata(Some(&topics)).await?;
+            if let Some(info) = metadata.topic(topic) {
+                let ready = info.error_code.is_ok()
+                    && info.partitions.len() == partitions as usize
+                    && info.partitions.values().all(|p| p.leader_id >= 0 && p.error_code.is_ok());
+                if ready {
+                    return Ok(info.topic_id);
+                }
+            }
+            tokio::time::sleep(self.backoff(attempt.min(2))).await;
+        }
+        Err(ClientError::NoLeader { topic: topic.to_string(), partition: -1 })
+    }
+
+    /// Deletes topics by name.
+    pub async fn delete_topics(&self, names: &[&str]) -> Result<(), ClientError> {
+        let request = DeleteTopicsRequest { topic_names: names.iter().map(|name| name.to_string()).collect(), timeout_ms: 30_000 };
+        let response = self.send_to_any(&request).await?;
+        for result in &response.responses {
+            if !result.error_code.is_ok() {
+                let name = result.name.clone().unwrap_or_default();
+                return Err(ClientError::broker(ApiKey::DELETE_TOPICS, result.error_code, &name, None, result.error_message.clone()));
+            }
+        }
+        // Let the deletion reach the client's view.
+        let topics: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        self.refresh_metadata(Some(&topics)).await?;
+        Ok(())
+    }
+
+    /// Raises a topic's partition count to `count` and waits for the new partitions' leaders.
+    pub async fn create_partitions(&self, topic: &str, count: i32) -> Result<(), ClientError> {
+        let request = CreatePartitionsRequest {
+            topics: vec![CreatePartitionsTopic { name: topic.to_string(), count }],
+            timeout_ms: 30_000,
+            validate_only: false,
+        };
+        let response = self.send_to_any(&request).await?;
+        for result in &response.results {
+            if !result.error_code.is_ok() {
+                return Err(ClientError::broker(
+                    ApiKey::CREATE_PARTITIONS,
+                    result.error_code,
+                    &result.name,
+                    None,
+                    result.error_message.clone(),
+                ));
+            }
+        }
+        self.wait_for_leaders(topic, count).await.map(|_| ())
+    }
+
+    /// Deletes records below `offset` in each partition (`-1` = the high watermark). Returns
+    /// the new log start offsets.
+    pub async fn delete_records(
+        &self,
+        offsets: &[(TopicPartition, i64)],
+    ) -> Result<HashMap<TopicPartition, i64>, ClientError> {
+        let partitions: Vec<TopicPartition> = offsets.iter().map(|(tp, _)| tp.clone()).collect();
+        let wanted: HashMap<&TopicPartition, i64> = offsets.iter().map(|(tp, offset)| (tp, *offset)).collect();
+        let mut results = HashMap::new();
+        for (leader, group) in self.leaders(&partitions).await? {
+            let mut topics: BTreeMap<&str, Vec<DeleteRecordsPartition>> = BTreeMap::new();
+            for tp in &group {
+                let offset = wanted.get(tp).copied().unwrap_or(-1);
+                topics.entry(&tp.topic).or_default().push(DeleteRecordsPartition { partition_index: tp.partition, offset });
+            }
+            let request = DeleteRecordsRequest {
+                topics: topics
+                    .into_iter()
+                    .map(|(name, partitions)| DeleteRecordsTopic { name: name.to_string(), partitions })
+                    .collect(),
+                timeout_ms: 30_000,
+            };
+            let response = self.send_to_broker(leader, &request).await?;
+            for topic in response.topics {
+                for partition in topic.partitions {
+                    if partition.error_code != ErrorCode::NONE {
+                        return Err(ClientError::broker(
+                            ApiKey::DELETE_RECORDS,
+                            partition.error_code,
+                            &topic.name,
+                            Some(partition.partition_index),
+                            None,
+                        ));
+                    }
+                    results.insert(TopicPartition::new(topic.name.clone(), partition.partition_index), partition.low_watermark);
+                }
+            }
+        }
+        Ok(results)
+    }
+}

@@ -1,0 +1,341 @@
+//! The fetch state machine, sans-IO: positions per partition, which fetch to send to which
+//! leader, and what a fetch response means. No sockets, no clock; [`super::Consumer`] drives it,
+//! and tests (and the fuzzer) drive it with scripted responses.
+//!
+//! The sequence for one broker:
+//! 1. [`FetchState::plan`] groups assigned partitions that are not already in flight by leader
+//!    and builds one session-less Fetch per leader (SessionId 0, epoch -1).
+//! 2. The driver sends it; while it is in flight those partitions are not planned again, so at
+//!    most one fetch per partition (and per broker) is outstanding.
+//! 3. [`FetchState::handle_response`] decodes each partition's records (CRC, decompression,
+//!    read_committed filtering), moves positions past the last complete batch, and says whether
+//!    metadata must be refreshed. A response for a partition whose position moved meanwhile (it
+//!    was reassigned, or its leader changed and another fetch ran) is dropped.
+//! 4. [`FetchState::handle_failure`] frees the partitions of a fetch that failed in transport.
+//!
+//! # References
+//! - KIP-74 (fetch response size limits, the oversized first batch), KIP-227 (fetch sessions;
+//!   we use none), KIP-320 (leader epochs in fetch), KIP-516 (topic ids in fetch v13).
+//! - The Java consumer's `AbstractFetch.prepareFetchRequests` and `FetchCollector`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::metadata::{ClusterMetadata, TopicPartition};
+use super::ClientError;
+use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use crate::protocol::messages::TopicId;
+use crate::protocol::records::{
+    decode_partition, AbortedTransaction, DecodeLimits, Decompressor, IsolationLevel, Record,
+};
+use crate::protocol::{ApiKey, ErrorAction, ErrorCode};
+
+/// Limits and options of every fetch.
+#[derive(Debug, Clone)]
+pub struct FetchLimits {
+    /// Response-wide byte limit (the broker may exceed it by one batch to make progress).
+    pub max_bytes: i32,
+    /// Per-partition byte limit.
+    pub partition_max_bytes: i32,
+    pub max_wait_ms: i32,
+    pub min_bytes: i32,
+    pub isolation: IsolationLevel,
+    pub decode: DecodeLimits,
+}
+
+impl Default for FetchLimits {
+    fn default() -> Self {
+        FetchLimits {
+            max_bytes: 4 << 20,
+            partition_max_bytes: 1 << 20,
+            max_wait_ms: 500,
+            min_bytes: 1,
+            isolation: IsolationLevel::ReadCommitted,
+            decode: DecodeLimits::default(),
+        }
+    }
+}
+
+/// Records fetched for one partition.
+#[derive(Debug)]
+pub struct PartitionBatch {
+    pub topic_partition: TopicPartition,
+    /// Data records at or after the fetch offset, in offset order (control records and, under
+    /// read_committed, aborted records removed).
+    pub records: Vec<Record>,
+    /// The position after this batch: the next offset to fetch. It moves past control markers,
+    /// aborted batches and compaction gaps even when `records` is empty.
+    pub next_offset: i64,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+}
+
+/// A fetch planned for one leader.
+#[derive(Debug, Clone)]
+pub struct PlannedFetch {
+    pub leader: i32,
+    pub request: FetchRequest,
+    /// Fetch offset of each partition in the request.
+    pub offsets: BTreeMap<TopicPartition, i64>,
+    /// Topic names by id, to read v13+ responses that carry only ids.
+    pub names: HashMap<TopicId, String>,
+}
+
+/// What a response meant.
+#[derive(Debug, Default)]
+pub struct FetchOutcome {
+    pub batches: Vec<PartitionBatch>,
+    /// Leadership or topic state changed: refresh metadata before the next plan.
+    pub refresh_metadata: bool,
+    /// An error for the caller. Positions of other partitions in the same response have still
+    /// been advanced and their batches are returned.
+    pub error: Option<ClientError>,
+}
+
+struct PartitionState {
+    position: i64,
+    /// Leader epoch of the last batch read, sent as LastFetchedEpoch (-1 before any).
+    last_fetched_epoch: i32,
+    in_flight: bool,
+    decompressor: Decompressor,
+}
+
+/// Positions and in-flight bookkeeping for the assigned partitions.
+pub struct FetchState {
+    limits: FetchLimits,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// Rotates the order of partitions in requests so that a partition at the end of a full
+    /// response is not starved (KIP-74 fills responses in request order).
+    rotation: usize,
+}
+
+impl FetchState {
+    pub fn new(limits: FetchLimits) -> Self {
+        FetchState { limits, partitions: BTreeMap::new(), rotation: 0 }
+    }
+
+    pub fn limits(&self) -> &FetchLimits {
+        &self.limits
+    }
+
+    /// Starts (or restarts) fetching a partition at `offset`.
+    pub fn assign(&mut self, topic_partition: TopicPartition, offset: i64) {
+        self.partitions.insert(
+            topic_partition,
+            PartitionState { position: offset, last_fetched_epoch: -1, in_flight: false, decompressor: Decompressor::default() },
+        );
+    }
+
+    pub fn unassign(&mut self, topic_partition: &TopicPartition) {
+        self.partitions.remove(topic_partition);
+    }
+
+    pub fn position(&self, topic_partition: &TopicPartition) -> Option<i64> {
+        self.partitions.get(topic_partition).map(|state| state.position)
+    }
+
+    pub fn assigned(&self) -> impl Iterator<Item = (&TopicPartition, i64)> {
+        self.partitions.iter().map(|(tp, state)| (tp, state.position))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.partitions.is_empty()
+    }
+
+    /// One fetch per leader for the partitions not in flight, skipping leaders in `busy` (they
+    /// already have a fetch outstanding). Partitions without a known leader are left out and
+    /// reported through the returned flag, so the driver refreshes metadata.
+    pub fn plan(&mut self, metadata: &ClusterMetadata, busy: &dyn Fn(i32) -> bool) -> (Vec<PlannedFetch>, bool) {
+        let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+        let mut missing_leader = false;
+        for (tp, state) in &self.partitions {
+            if state.in_flight {
+                continue;
+            }
+            match metadata.leader(tp) {
+                Some(leader) if !busy(leader) => by_leader.entry(leader).or_default().push(tp.clone()),
+                Some(_) => {}
+                None => missing_leader = true,
+            }
+        }
+        self.rotation = self.rotation.wrapping_add(1);
+        let mut plans = Vec::new();
+        for (leader, mut partitions) in by_leader {
+            let shift = self.rotation % partitions.len().max(1);
+            partitions.rotate_left(shift);
+            let mut topics: Vec<FetchTopic> = Vec::new();
+            let mut offsets = BTreeMap::new();
+            let mut names = HashMap::new();
+            for tp in partitions {
+                let Some(state) = self.partitions.get_mut(&tp) else { continue };
+                let (topic_id, leader_epoch) = match metadata.topic(&tp.topic) {
+                    Some(topic) => (
+                        topic.topic_id,
+                        topic.partitions.get(&tp.partition).map_or(-1, |partition| partition.leader_epoch),
+                    ),
+                    None => (TopicId::ZERO, -1),
+                };
+                names.insert(topic_id, tp.topic.clone());
+                let partition = FetchPartition {
+                    partition: tp.partition,
+                    current_leader_epoch: leader_epoch,
+                    fetch_offset: state.position,
+                    last_fetched_epoch: state.last_fetched_epoch,
+                    log_start_offset: -1,
+                    partition_max_bytes: self.limits.partition_max_bytes,
+                };
+                // Consecutive partitions of one topic share a topic entry.
+                match topics.last_mut() {
+                    Some(last) if last.name == tp.topic => last.partitions.push(partition),
+                    _ => topics.push(FetchTopic { name: tp.topic.clone(), topic_id, partitions: vec![partition] }),
+                }
+                state.in_flight = true;
+                offsets.insert(tp, state.position);
+            }
+            let request = FetchRequest {
+                max_wait_ms: self.limits.max_wait_ms,
+                min_bytes: self.limits.min_bytes,
+                max_bytes: self.limits.max_bytes,
+                isolation_level: self.limits.isolation as i8,
+                session_id: 0,
+                session_epoch: -1,
+                topics,
+                rack_id: String::new(),
+            };
+            plans.push(PlannedFetch { leader, request, offsets, names });
+        }
+        (plans, missing_leader)
+    }
+
+    /// Frees the partitions of a fetch that got no response.
+    pub fn handle_failure(&mut self, planned: &PlannedFetch) {
+        for tp in planned.offsets.keys() {
+            if let Some(state) = self.partitions.get_mut(tp) {
+                state.in_flight = false;
+            }
+        }
+    }
+
+    /// Applies a fetch response.
+    pub fn handle_response(&mut self, planned: &PlannedFetch, response: FetchResponse) -> FetchOutcome {
+        // Every partition of the plan is free again, whatever the response says about it.
+        self.handle_failure(planned);
+        let mut outcome = FetchOutcome::default();
+        if !response.error_code.is_ok() {
+            // A top-level error (fetch sessions, authorization): nothing was read.
+            match response.error_code.action() {
+                ErrorAction::Raise => {
+                    outcome.error = Some(ClientError::Broker {
+                        api: ApiKey::FETCH,
+                        code: response.error_code,
+                        topic: None,
+                        partition: None,
+                        message: None,
+                    })
+                }
+                ErrorAction::RefreshMetadata => outcome.refresh_metadata = true,
+                ErrorAction::Retry | ErrorAction::None => {}
+            }
+            return outcome;
+        }
+        for topic in response.responses {
+            let name = match topic.name.filter(|name| !name.is_empty()) {
+                Some(name) => name,
+                None => match planned.names.get(&topic.topic_id) {
+                    Some(name) => name.clone(),
+                    // An id we did not ask for: nothing of ours to apply it to.
+                    None => continue,
+                },
+            };
+            for partition in topic.partitions {
+                let tp = TopicPartition::new(name.clone(), partition.partition_index);
+                let Some(&fetch_offset) = planned.offsets.get(&tp) else { continue };
+                let Some(state) = self.partitions.get_mut(&tp) else { continue };
+                if state.position != fetch_offset {
+                    // Stale: the partition was repositioned while this fetch was in flight.
+                    continue;
+                }
+                if partition.current_leader.as_ref().is_some_and(|leader| leader.leader_id >= 0) {
+                    outcome.refresh_metadata = true;
+                }
+                match partition.error_code.action() {
+                    ErrorAction::None => {}
+                    ErrorAction::Retry => continue,
+                    ErrorAction::RefreshMetadata => {
+                        outcome.refresh_metadata = true;
+                        continue;
+                    }
+                    ErrorAction::Raise => {
+                        if outcome.error.is_none() {
+                            outcome.error = Some(if partition.error_code == ErrorCode::OFFSET_OUT_OF_RANGE {
+                                ClientError::OffsetOutOfRange { topic: tp.topic.clone(), partition: tp.partition, offset: fetch_offset }
+                            } else {
+                                ClientError::broker(ApiKey::FETCH, partition.error_code, &tp.topic, Some(tp.partition), None)
+                            });
+                        }
+                        continue;
+                    }
+                }
+                if let Some(diverging) = partition.diverging_epoch.as_ref().filter(|epoch| epoch.epoch >= 0) {
+                    if outcome.error.is_none() {
+                        outcome.error = Some(ClientError::LogTruncated {
+                            topic: tp.topic.clone(),
+                            partition: tp.partition,
+                            position: fetch_offset,
+                            end_offset: diverging.end_offset,
+                        });
+                    }
+                    continue;
+                }
+                let aborted: Vec<AbortedTransaction> = partition
+                    .aborted_transactions
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|txn| AbortedTransaction { producer_id: txn.producer_id, first_offset: txn.first_offset })
+                    .collect();
+                let records = partition.records.unwrap_or_default();
+                let decoded = decode_partition(
+                    records,
+                    fetch_offset,
+                    self.limits.isolation,
+                    &aborted,
+                    &mut state.decompressor,
+                    &self.limits.decode,
+                );
+                let decoded = match decoded {
+                    Ok(decoded) => decoded,
+                    Err(source) => {
+                        if outcome.error.is_none() {
+                            outcome.error = Some(ClientError::Records { topic: tp.topic.clone(), partition: tp.partition, source });
+                        }
+                        continue;
+                    }
+                };
+                let Some(next_offset) = decoded.next_offset else {
+                    // No complete batch: nothing to apply (an empty partition, or a batch cut by
+                    // the response limit that will come whole when this partition leads a
+                    // response).
+                    continue;
+                };
+                // A batch cannot move the position backwards.
+                if next_offset <= fetch_offset {
+                    continue;
+                }
+                state.position = next_offset;
+                if let Some(epoch) = decoded.last_batch_leader_epoch {
+                    state.last_fetched_epoch = epoch;
+                }
+                outcome.batches.push(PartitionBatch {
+                    topic_partition: tp,
+                    records: decoded.records,
+                    next_offset,
+                    high_watermark: partition.high_watermark,
+                    last_stable_offset: partition.last_stable_offset,
+                    log_start_offset: partition.log_start_offset,
+                });
+            }
+        }
+        outcome
+    }
+}

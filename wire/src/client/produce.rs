@@ -1,0 +1,124 @@
+//! Produce: one record batch (magic 2) to one partition's leader, with any codec and acks.
+//! Idempotent and transactional producing come later; tests get transactions from the Java
+//! client.
+
+use bytes::Bytes;
+
+use super::{Client, ClientError, TopicPartition};
+use crate::protocol::messages::produce::{ProducePartition, ProduceRequest, ProduceTopic};
+use crate::protocol::records::builder::RecordBatchBuilder;
+use crate::protocol::{ApiKey, ErrorAction};
+
+pub use crate::protocol::records::Compression;
+
+/// A record to produce.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProduceRecord {
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Milliseconds since the epoch (CreateTime).
+    pub timestamp: i64,
+}
+
+impl ProduceRecord {
+    pub fn new(key: Option<&[u8]>, value: Option<&[u8]>) -> Self {
+        ProduceRecord { key: key.map(<[u8]>::to_vec), value: value.map(<[u8]>::to_vec), headers: Vec::new(), timestamp: 0 }
+    }
+}
+
+impl Client {
+    /// Writes `records` as one batch to `topic_partition` and returns the base offset the
+    /// broker assigned. `acks`: 0, 1 or -1 (all). With acks 0 the broker does not answer and
+    /// the returned offset is -1.
+    pub async fn produce(
+        &self,
+        topic_partition: &TopicPartition,
+        records: &[ProduceRecord],
+        compression: Compression,
+        acks: i16,
+    ) -> Result<i64, ClientError> {
+        if records.is_empty() {
+            return Err(ClientError::InvalidArgument { message: "produce needs at least one record".to_string() });
+        }
+        let mut builder = RecordBatchBuilder::new(compression);
+        for record in records {
+            let headers: Vec<(&str, Option<&[u8]>)> =
+                record.headers.iter().map(|(key, value)| (key.as_str(), value.as_deref())).collect();
+            builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers);
+        }
+        let batch = Bytes::from(builder.build().map_err(|source| ClientError::Records {
+            topic: topic_partition.topic.clone(),
+            partition: topic_partition.partition,
+            source,
+        })?);
+        let request = ProduceRequest {
+            transactional_id: None,
+            acks,
+            timeout_ms: 30_000,
+            topics: vec![ProduceTopic {
+                name: topic_partition.topic.clone(),
+                partitions: vec![ProducePartition { index: topic_partition.partition, records: batch }],
+            }],
+        };
+        let mut attempt = 0;
+        loop {
+            let leader = *self
+                .leaders(std::slice::from_ref(topic_partition))
+                .await?
+                .keys()
+                .next()
+                .ok_or_else(|| ClientError::NoLeader { topic: topic_partition.topic.clone(), partition: topic_partition.partition })?;
+            let outcome = if acks == 0 {
+                // No response comes for acks=0: send and return.
+                let connection = self.connection_to(leader).await?;
+                return connection.send_without_response(&request).map(|()| -1).map_err(Into::into);
+            } else {
+                self.send_to_broker(leader, &request).await
+            };
+            let error = match outcome {
+                Ok(response) => {
+                    let partition = response
+                        .responses
+                        .iter()
+                        .flat_map(|topic| topic.partitions.iter())
+                        .find(|partition| partition.index == topic_partition.partition);
+                    let Some(partition) = partition else {
+                        return Err(ClientError::Unsupported {
+                            message: format!("Produce response did not mention {topic_partition}"),
+                        });
+                    };
+                    match partition.error_code.action() {
+                        ErrorAction::None => return Ok(partition.base_offset),
+                        ErrorAction::Raise => {
+                            return Err(ClientError::broker(
+                                ApiKey::PRODUCE,
+                                partition.error_code,
+                                &topic_partition.topic,
+                                Some(topic_partition.partition),
+                                partition.error_message.clone(),
+                            ))
+                        }
+                        ErrorAction::Retry | ErrorAction::RefreshMetadata => ClientError::broker(
+                            ApiKey::PRODUCE,
+                            partition.error_code,
+                            &topic_partition.topic,
+                            Some(topic_partition.partition),
+                            partition.error_message.clone(),
+                        ),
+                    }
+                }
+                Err(error) if error.is_retriable() => error,
+                Err(error) => return Err(error),
+            };
+            // Without idempotence a retry after a lost response can duplicate the batch; the
+            // produce path is for tests and tools, which accept that, as acks=1 clients do.
+            attempt += 1;
+            if attempt >= self.config().max_attempts {
+                return Err(ClientError::RetriesExhausted { what: format!("Produce to {topic_partition}"), last: Box::new(error) });
+            }
+            tokio::time::sleep(self.backoff(attempt)).await;
+            self.refresh_metadata(Some(std::slice::from_ref(&topic_partition.topic))).await?;
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Errors of the connection layer. Each names the broker it happened on.
+
+use std::time::Duration;
+
+use crate::protocol::codec::DecodeError;
+use crate::protocol::frame::FrameError;
+use crate::protocol::{ApiKey, ErrorCode};
+
+/// Something went wrong on one broker connection.
+#[derive(Debug)]
+pub enum ConnectionError {
+    /// A socket error (refused, reset, ...).
+    Io { broker: String, source: std::io::Error },
+    /// The broker closed the connection in the middle of a response.
+    UnexpectedEof { broker: String, buffered: usize },
+    /// The connection was closed (by us, after an earlier error, or by the broker between
+    /// responses).
+    Closed { broker: String },
+    /// No answer in time.
+    Timeout { broker: String, what: String, after: Duration },
+    /// A size prefix that is negative or over the limit.
+    Frame { broker: String, source: FrameError },
+    /// A response that does not decode at the version we asked for.
+    Decode { broker: String, api: ApiKey, version: i16, source: DecodeError },
+    /// The broker broke the protocol (wrong correlation id, unsolicited response, ...).
+    Protocol { broker: String, message: String },
+    /// The broker and this client share no version of an API.
+    UnsupportedVersion { broker: String, api: ApiKey, ours: (i16, i16), theirs: Option<(i16, i16)> },
+    /// A connection-level error code (ApiVersions, SASL).
+    Broker { broker: String, api: ApiKey, code: ErrorCode, message: Option<String> },
+}
+
+impl ConnectionError {
+    /// The same error for another waiter (io errors cannot be cloned; their kind and text are kept).
+    pub(crate) fn duplicate(&self) -> ConnectionError {
+        match self {
+            ConnectionError::Io { broker, source } => ConnectionError::Io {
+                broker: broker.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            ConnectionError::UnexpectedEof { broker, buffered } => {
+                ConnectionError::UnexpectedEof { broker: broker.clone(), buffered: *buffered }
+            }
+            ConnectionError::Closed { broker } => ConnectionError::Closed { broker: broker.clone() },
+            ConnectionError::Timeout { broker, what, after } => {
+                ConnectionError::Timeout { broker: broker.clone(), what: what.clone(), after: *after }
+            }
+            ConnectionError::Frame { broker, source } => ConnectionError::Frame { broker: broker.clone(), source: *source },
+            ConnectionError::Decode { broker, api, version, source } => {
+                ConnectionError::Decode { broker: broker.clone(), api: *api, version: *version, source: *source }
+            }
+            ConnectionError::Protocol { broker, message } => {
+                ConnectionError::Protocol { broker: broker.clone(), message: message.clone() }
+            }
+            ConnectionError::UnsupportedVersion { broker, api, ours, theirs } => ConnectionError::UnsupportedVersion {
+                broker: broker.clone(),
+                api: *api,
+                ours: *ours,
+                theirs: *theirs,
+            },
+            ConnectionError::Broker { broker, api, code, message } => ConnectionError::Broker {
+                broker: broker.clone(),
+                api: *api,
+                code: *code,
+                message: message.clone(),
+            },
+        }
+    }
+
+    /// The broker this error happened on.
+    pub fn broker(&self) -> &str {
+        match self {
+            ConnectionError::Io { broker, .. }
+            | ConnectionError::UnexpectedEof { broker, .. }
+            | ConnectionError::Closed { broker }
+            | ConnectionError::Timeout { broker, .. }
+            | ConnectionError::Frame { broker, .. }
+            | ConnectionError::Decode { broker, .. }
+            | ConnectionError::Protocol { broker, .. }
+            | ConnectionError::UnsupportedVersion { broker, .. }
+            | ConnectionError::Broker { broker, .. } => broker,
+        }
+    }
+
+    /// A new connection may succeed where this one failed (network trouble, not a broken or
+    /// incompatible broker).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ConnectionError::Io { .. }
+                | ConnectionError::UnexpectedEof { .. }
+                | ConnectionError::Closed { .. }
+                | ConnectionError::Timeout { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectionError::Io { broker, source } => write!(f, "broker {broker}: {source}"),
+            ConnectionError::UnexpectedEof { broker, buffered } => write!(
+                f,
+                "broker {broker} closed the connection in the middle of a response ({buffered} bytes \
+                 of it received); if this happens at connect time, check whether the listener expects \
+                 TLS or SASL"
+            ),
+            ConnectionError::Closed { broker } => write!(f, "connection to broker {broker} is closed"),
+            ConnectionError::Timeout { broker, what, after } => {
+                write!(f, "broker {broker}: no {what} within {} ms", after.as_millis())
+            }
+            ConnectionError::Frame { broker, source } => write!(f, "broker {broker}: {source}"),
+            ConnectionError::Decode { broker, api, version, source } => {
+                write!(f, "broker {broker}: cannot decode {api} v{version} response: {source}")
+            }
+            ConnectionError::Protocol { broker, message } => {
+                write!(f, "broker {broker} broke the protocol: {message}")
+            }
+            ConnectionError::UnsupportedVersion { broker, api, ours, theirs } => match theirs {
+                Some((min, max)) => write!(
+                    f,
+                    "broker {broker} supports {api} v{min}-{max}, Sluice needs v{}-{}; upgrade the broker \
+                     (Sluice needs Kafka 3.5 or newer)",
+                    ours.0, ours.1
+                ),
+                None => write!(f, "broker {broker} does not support {api}; Sluice needs Kafka 3.5 or newer"),
+            },
+            ConnectionError::Broker { broker, api, code, message } => {
+                write!(f, "broker {broker}: {api} failed with {code}")?;
+                if let Some(message) = message {
+                    write!(f, ": {message}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConnectionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectionError::Io { source, .. } => Some(source),
+            ConnectionError::Frame { source, .. } => Some(source),
+            ConnectionError::Decode { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
