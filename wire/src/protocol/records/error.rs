@@ -87,9 +87,18 @@ impl RecordError {
         matches!(self.kind, RecordErrorKind::DecompressedTooLarge { .. })
     }
 
+    /// " in batch at offset N", or nothing when the offset is unknown.
     fn location(&self) -> String {
         match self.base_offset {
             Some(offset) => format!(" in batch at offset {offset}"),
+            None => String::new(),
+        }
+    }
+
+    /// " at offset N", for messages that already say "batch".
+    fn batch_location(&self) -> String {
+        match self.base_offset {
+            Some(offset) => format!(" at offset {offset}"),
             None => String::new(),
         }
     }
@@ -111,6 +120,7 @@ fn human_size(bytes: usize) -> String {
 impl std::fmt::Display for RecordError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at = self.location();
+        let batch_at = self.batch_location();
         match &self.kind {
             RecordErrorKind::Decode(error) => write!(f, "malformed record batch{at}: {error}"),
             RecordErrorKind::CrcMismatch { expected, computed } => write!(
@@ -130,11 +140,11 @@ impl std::fmt::Display for RecordError {
             }
             RecordErrorKind::DecompressedTooLarge { limit } => write!(
                 f,
-                "decompressed batch{at} exceeds the {} limit (raise max_decompressed_batch_bytes if this batch is legitimate)",
+                "decompressed batch{batch_at} exceeds the {} limit (raise max_decompressed_batch_bytes if this batch is legitimate)",
                 human_size(*limit)
             ),
             RecordErrorKind::Decompression { codec, message } => {
-                write!(f, "cannot decompress {codec:?} batch{at}: {message}")
+                write!(f, "cannot decompress {codec:?} batch{batch_at}: {message}")
             }
             RecordErrorKind::Compression { codec, message } => {
                 write!(f, "cannot compress batch with {codec:?}: {message}")
