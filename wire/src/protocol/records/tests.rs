@@ -764,3 +764,29 @@ proptest! {
         );
     }
 }
+
+#[test]
+fn lz4_frames_use_independent_64k_blocks_as_the_java_client_expects() {
+    let mut builder = RecordBatchBuilder::new(Compression::Lz4);
+    builder.push(0, None, Some(&[7u8; 200_000]), &[]).unwrap();
+    let bytes = builder.build().unwrap();
+    let frame = &bytes[61..];
+    assert_eq!(
+        &frame[..4],
+        &0x184D_2204u32.to_le_bytes(),
+        "lz4 frame magic"
+    );
+    let flg = frame[4];
+    assert_eq!(flg >> 6, 0b01, "frame version 01");
+    assert_ne!(flg & 0x20, 0, "block independence flag");
+    assert_eq!(frame[5], 0x40, "64 KiB maximum block size");
+}
+
+#[test]
+fn snappy_uses_xerial_framing_as_the_java_client_does() {
+    let mut builder = RecordBatchBuilder::new(Compression::Snappy);
+    builder.push(0, None, Some(&[7u8; 100_000]), &[]).unwrap();
+    let bytes = builder.build().unwrap();
+    assert_eq!(&bytes[61..69], b"\x82SNAPPY\x00");
+    assert_eq!(&bytes[69..77], &[0, 0, 0, 1, 0, 0, 0, 1]);
+}
