@@ -77,6 +77,10 @@ impl Compression {
 pub struct DecodeLimits {
     /// The most bytes one batch's records may decompress to. Default 64 MiB (the broker's
     /// default `message.max.bytes` is 1 MiB; compression ratios above 64 are rare outside bombs).
+    ///
+    /// The output buffer never grows past this. Codec working memory comes on top and is bounded
+    /// independently of the input: lz4 at most two 4 MiB blocks, zstd the window its frame
+    /// declares, refused above `max(limit, 8 MiB)` (producers at zstd level 19 use 8 MiB).
     pub max_decompressed_batch_bytes: usize,
 }
 
@@ -103,7 +107,8 @@ const MIN_ZSTD_WINDOW: usize = 8 * 1024 * 1024;
 ///
 /// Keeps the lz4 frame decoder (its block buffers), the zstd frame decoder (its window and
 /// tables), and the last output buffer: when every record of the previous batch has been
-/// dropped, its allocation is reused.
+/// dropped, its allocation is reused; otherwise the next buffer is allocated once, at the
+/// previous batch's size. gzip state is not reused (flate2's `GzDecoder` has no reset).
 #[derive(Default)]
 pub struct Decompressor {
     lz4: Option<lz4_flex::frame::FrameDecoder<Cursor<Bytes>>>,
