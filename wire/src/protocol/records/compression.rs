@@ -1,0 +1,492 @@
+//! Record batch codecs, all pure Rust: gzip (flate2 on miniz_oxide), snappy (snap; xerial
+//! framing as the Java client writes it, raw blocks as librdkafka may), lz4 frames (lz4_flex) and
+//! zstd (ruzstd).
+//!
+//! Decompression is bounded: output grows in steps this module controls and never past
+//! [`DecodeLimits::max_decompressed_batch_bytes`] (plus one codec block), so a zip bomb fails
+//! with a clear error instead of exhausting memory. Codec state that can be reused lives in a
+//! [`Decompressor`] the caller keeps per partition: a fresh lz4 frame context per batch halves
+//! throughput.
+//!
+//! # References
+//! - `CompressionType.java`, `KafkaLZ4BlockOutputStream.java` (independent blocks only),
+//!   xerial snappy-java `SnappyOutputStream` (magic, two version ints, length-prefixed blocks).
+//! - KIP-110 (zstd).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use std::io::{BufRead, Cursor, Read, Write};
+
+use bytes::Bytes;
+
+use super::error::{RecordError, RecordErrorKind};
+use crate::protocol::codec::Reader;
+
+/// The codec of a batch, attribute bits 0-2. Open: a codec this client does not know decodes
+/// as `Unknown` and is reported, rather than failing the whole header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Compression {
+    #[default]
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+    Unknown(u8),
+}
+
+impl Compression {
+    /// The codec named by a batch's attributes.
+    pub fn from_attributes(attributes: i16) -> Self {
+        Compression::from_id((attributes & 0x07) as u8)
+    }
+
+    pub fn from_id(id: u8) -> Self {
+        match id {
+            0 => Compression::None,
+            1 => Compression::Gzip,
+            2 => Compression::Snappy,
+            3 => Compression::Lz4,
+            4 => Compression::Zstd,
+            other => Compression::Unknown(other),
+        }
+    }
+
+    /// The codec id (attribute bits 0-2).
+    pub fn id(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+            Compression::Unknown(id) => id,
+        }
+    }
+}
+
+/// Bounds on what one batch may cost to decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// The most bytes one batch's records may decompress to. Default 64 MiB (the broker's
+    /// default `message.max.bytes` is 1 MiB; compression ratios above 64 are rare outside bombs).
+    ///
+    /// The output buffer never grows past this. Codec working memory comes on top and is bounded
+    /// independently of the input: lz4 at most two 4 MiB blocks, zstd the window its frame
+    /// declares, refused above `max(limit, 8 MiB)` (producers at zstd level 19 use 8 MiB).
+    pub max_decompressed_batch_bytes: usize,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_decompressed_batch_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The xerial snappy-java stream magic, followed by two i32 version fields.
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+/// Block size of the xerial framing the Java client writes (snappy-java's default).
+const XERIAL_BLOCK: usize = 32 * 1024;
+/// Smallest growth step of the output buffer.
+const MIN_GROWTH: usize = 32 * 1024;
+/// zstd frames declare a window; producers at high levels use up to 8 MiB (level 19), so a
+/// small decompression limit must not refuse them. The window memory is bounded by this or the
+/// limit, whichever is larger.
+const MIN_ZSTD_WINDOW: usize = 8 * 1024 * 1024;
+
+/// Reusable decompression state for one partition's batches.
+///
+/// Keeps the lz4 frame decoder (its block buffers), the zstd frame decoder (its window and
+/// tables), and the last output buffer: when every record of the previous batch has been
+/// dropped, its allocation is reused; otherwise the next buffer is allocated once, at the
+/// previous batch's size. gzip state is not reused (flate2's `GzDecoder` has no reset).
+#[derive(Default)]
+pub struct Decompressor {
+    lz4: Option<lz4_flex::frame::FrameDecoder<Cursor<Bytes>>>,
+    zstd: Option<ruzstd::decoding::FrameDecoder>,
+    snappy: snap::raw::Decoder,
+    /// The previous batch's output, kept to reclaim its allocation once the caller drops it.
+    previous: Option<Bytes>,
+    /// The previous batch's decompressed size: sizes the next buffer in one allocation.
+    size_hint: usize,
+}
+
+impl std::fmt::Debug for Decompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decompressor")
+            .field("size_hint", &self.size_hint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Decompressor {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Decompresses one batch's records section. `Compression::None` returns `input` itself
+    /// (zero copy). `base_offset` only labels errors.
+    pub fn decompress(
+        &mut self,
+        compression: Compression,
+        input: &Bytes,
+        limits: &DecodeLimits,
+        base_offset: i64,
+    ) -> Result<Bytes, RecordError> {
+        if compression == Compression::None {
+            return Ok(input.clone());
+        }
+        let limit = limits.max_decompressed_batch_bytes;
+        let mut out = OutputBuffer {
+            buf: self.take_buffer(limit),
+            limit,
+        };
+        let result = match compression {
+            // Handled above, without touching the buffer.
+            Compression::None => Ok(()),
+            Compression::Gzip => decompress_gzip(input, &mut out),
+            Compression::Snappy => self.decompress_snappy(input, &mut out),
+            Compression::Lz4 => self.decompress_lz4(input, &mut out),
+            Compression::Zstd => self.decompress_zstd(input, &mut out, limit),
+            Compression::Unknown(id) => Err(CodecError::Unknown(id)),
+        };
+        match result {
+            Ok(()) => {
+                self.size_hint = out.buf.len();
+                let bytes = Bytes::from(out.buf);
+                self.previous = Some(bytes.clone());
+                Ok(bytes)
+            }
+            Err(error) => {
+                // Keep the buffer for the next batch.
+                self.previous = Some(Bytes::from(out.buf));
+                Err(RecordError::at(
+                    base_offset,
+                    error.into_kind(compression, limit),
+                ))
+            }
+        }
+    }
+
+    /// An empty buffer with capacity for about one batch: the previous batch's allocation when
+    /// the caller has dropped all its records, else a new one sized from the previous batch.
+    fn take_buffer(&mut self, limit: usize) -> Vec<u8> {
+        if let Some(mut previous) = self.previous.take() {
+            if previous.is_unique() {
+                // Truncate first so the conversion moves no bytes.
+                previous.truncate(0);
+                let mut buf = Vec::from(previous);
+                buf.clear();
+                return buf;
+            }
+        }
+        Vec::with_capacity(self.size_hint.min(limit))
+    }
+
+    fn decompress_snappy(
+        &mut self,
+        input: &Bytes,
+        out: &mut OutputBuffer,
+    ) -> Result<(), CodecError> {
+        if input.starts_with(XERIAL_MAGIC) {
+            let mut reader = Reader::new(input.clone());
+            reader.skip(XERIAL_MAGIC.len() + 8, "xerial snappy header")?;
+            while !reader.is_empty() {
+                let length = reader.i32("xerial snappy block length")?;
+                let length = usize::try_from(length).map_err(|_| {
+                    CodecError::Message(format!("negative xerial block length {length}"))
+                })?;
+                let block = reader.bytes(length, "xerial snappy block")?;
+                self.snappy_block(&block, out)?;
+            }
+            Ok(())
+        } else {
+            self.snappy_block(input, out)
+        }
+    }
+
+    /// One raw snappy block; its declared length is checked against the limit before the
+    /// output grows.
+    fn snappy_block(&mut self, block: &[u8], out: &mut OutputBuffer) -> Result<(), CodecError> {
+        let length = snap::raw::decompress_len(block).map_err(CodecError::from_display)?;
+        let start = out.buf.len();
+        out.reserve(length)?;
+        out.buf.resize(start.saturating_add(length), 0);
+        let target = out.buf.get_mut(start..).unwrap_or_default();
+        let written = self
+            .snappy
+            .decompress(block, target)
+            .map_err(CodecError::from_display)?;
+        out.buf.truncate(start.saturating_add(written));
+        Ok(())
+    }
+
+    fn decompress_lz4(&mut self, input: &Bytes, out: &mut OutputBuffer) -> Result<(), CodecError> {
+        let mut decoder = match self.lz4.take() {
+            Some(mut decoder) => {
+                *decoder.get_mut() = Cursor::new(input.clone());
+                decoder
+            }
+            None => lz4_flex::frame::FrameDecoder::new(Cursor::new(input.clone())),
+        };
+        // Copy straight out of the decoder's block buffer: no zero-filling of ours.
+        loop {
+            let chunk = decoder.fill_buf().map_err(CodecError::from_display)?;
+            if chunk.is_empty() {
+                break;
+            }
+            let length = chunk.len();
+            out.reserve(length)?;
+            out.buf.extend_from_slice(chunk);
+            decoder.consume(length);
+        }
+        // Only a decoder that reached the end of its input is reused: after an error it may be
+        // in the middle of a frame (it is dropped above by the early returns).
+        self.lz4 = Some(decoder);
+        Ok(())
+    }
+
+    fn decompress_zstd(
+        &mut self,
+        input: &Bytes,
+        out: &mut OutputBuffer,
+        limit: usize,
+    ) -> Result<(), CodecError> {
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        use ruzstd::decoding::BlockDecodingStrategy;
+
+        let decoder = self
+            .zstd
+            .get_or_insert_with(ruzstd::decoding::FrameDecoder::new);
+        decoder.set_max_window_size(limit.max(MIN_ZSTD_WINDOW) as u64);
+        let mut source: &[u8] = input;
+        // A batch may hold several frames (zstd-jni reads concatenated frames); skippable frames
+        // are skipped.
+        loop {
+            match decoder.reset(&mut source) {
+                Ok(()) => {}
+                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                    length,
+                    ..
+                })) => {
+                    let length = length as usize;
+                    source = source
+                        .get(length..)
+                        .ok_or_else(|| CodecError::Message("truncated skippable frame".into()))?;
+                    if source.is_empty() {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Err(error) => return Err(CodecError::from_display(error)),
+            }
+            loop {
+                // One block (at most 128 KiB) at a time, so the limit is checked as we go.
+                let finished = decoder
+                    .decode_blocks(&mut source, BlockDecodingStrategy::UptoBlocks(1))
+                    .map_err(CodecError::from_display)?;
+                out.reserve(decoder.can_collect())?;
+                decoder
+                    .collect_to_writer(&mut out.buf)
+                    .map_err(CodecError::from_display)?;
+                if finished {
+                    break;
+                }
+            }
+            if let (Some(declared), Some(computed)) = (
+                decoder.get_checksum_from_data(),
+                decoder.get_calculated_checksum(),
+            ) {
+                if declared != computed {
+                    return Err(CodecError::Message(format!(
+                        "zstd content checksum mismatch: declared {declared:#010x}, computed {computed:#010x}"
+                    )));
+                }
+            }
+            if source.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn decompress_gzip(input: &Bytes, out: &mut OutputBuffer) -> Result<(), CodecError> {
+    // MultiGzDecoder: Java's GZIPInputStream also reads concatenated members.
+    let mut decoder = flate2::read::MultiGzDecoder::new(&input[..]);
+    out.read_from(&mut decoder)
+}
+
+/// The output of one batch, never grown past `limit`.
+struct OutputBuffer {
+    buf: Vec<u8>,
+    limit: usize,
+}
+
+impl OutputBuffer {
+    /// Makes room for `additional` more bytes, failing if that would pass the limit. Growth is
+    /// exact (doubling, capped at the limit), so the allocation never exceeds the limit.
+    fn reserve(&mut self, additional: usize) -> Result<(), CodecError> {
+        let needed = self
+            .buf
+            .len()
+            .checked_add(additional)
+            .ok_or(CodecError::TooLarge)?;
+        if needed > self.limit {
+            return Err(CodecError::TooLarge);
+        }
+        if needed > self.buf.capacity() {
+            let target = needed
+                .max(self.buf.capacity().saturating_mul(2))
+                .max(MIN_GROWTH)
+                .min(self.limit);
+            self.buf.reserve_exact(target - self.buf.len());
+        }
+        Ok(())
+    }
+
+    /// Reads `reader` to its end in chunks. Each byte of spare capacity is zeroed once (safe
+    /// code cannot read into uninitialised memory); one byte past the limit is an error.
+    fn read_from(&mut self, reader: &mut impl Read) -> Result<(), CodecError> {
+        let mut filled = self.buf.len();
+        loop {
+            if filled == self.buf.len() {
+                if self.buf.len() >= self.limit {
+                    // At the limit: any further byte is one too many.
+                    let mut probe = [0u8; 1];
+                    let more = read_retrying(reader, &mut probe)?;
+                    self.buf.truncate(filled);
+                    return if more == 0 {
+                        Ok(())
+                    } else {
+                        Err(CodecError::TooLarge)
+                    };
+                }
+                let step = self
+                    .buf
+                    .capacity()
+                    .saturating_sub(self.buf.len())
+                    .max(MIN_GROWTH);
+                self.reserve(step.min(self.limit - self.buf.len()))?;
+                let capacity = self.buf.capacity().min(self.limit);
+                self.buf.resize(capacity, 0);
+            }
+            let target = self.buf.get_mut(filled..).unwrap_or_default();
+            let read = read_retrying(reader, target)?;
+            if read == 0 {
+                self.buf.truncate(filled);
+                return Ok(());
+            }
+            filled += read;
+        }
+    }
+}
+
+fn read_retrying(reader: &mut impl Read, target: &mut [u8]) -> Result<usize, CodecError> {
+    loop {
+        match reader.read(target) {
+            Ok(read) => return Ok(read),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(CodecError::from_display(error)),
+        }
+    }
+}
+
+/// A codec failure before it is given the batch's context.
+enum CodecError {
+    TooLarge,
+    Unknown(u8),
+    Message(String),
+}
+
+impl CodecError {
+    fn from_display(error: impl std::fmt::Display) -> Self {
+        CodecError::Message(error.to_string())
+    }
+
+    fn into_kind(self, codec: Compression, limit: usize) -> RecordErrorKind {
+        match self {
+            CodecError::TooLarge => RecordErrorKind::DecompressedTooLarge { limit },
+            CodecError::Unknown(id) => RecordErrorKind::UnknownCompression(id),
+            CodecError::Message(message) => RecordErrorKind::Decompression { codec, message },
+        }
+    }
+}
+
+impl From<crate::protocol::codec::DecodeError> for CodecError {
+    fn from(error: crate::protocol::codec::DecodeError) -> Self {
+        CodecError::from_display(error)
+    }
+}
+
+/// Compresses a batch's records section with `compression`, appending to `out`.
+pub(crate) fn compress(
+    compression: Compression,
+    input: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), RecordError> {
+    let fail = |message: String| {
+        RecordError::new(
+            None,
+            RecordErrorKind::Compression {
+                codec: compression,
+                message,
+            },
+        )
+    };
+    match compression {
+        Compression::None => out.extend_from_slice(input),
+        Compression::Gzip => {
+            let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+            encoder.write_all(input).map_err(|e| fail(e.to_string()))?;
+            encoder.finish().map_err(|e| fail(e.to_string()))?;
+        }
+        Compression::Snappy => {
+            // xerial framing, as the Java client writes: magic, version 1, compatible version 1,
+            // then 32 KiB input blocks, each as an i32 length and a raw snappy block.
+            out.extend_from_slice(XERIAL_MAGIC);
+            out.extend_from_slice(&1i32.to_be_bytes());
+            out.extend_from_slice(&1i32.to_be_bytes());
+            let mut encoder = snap::raw::Encoder::new();
+            for block in input.chunks(XERIAL_BLOCK) {
+                let compressed = encoder
+                    .compress_vec(block)
+                    .map_err(|e| fail(e.to_string()))?;
+                let length = i32::try_from(compressed.len()).map_err(|e| fail(e.to_string()))?;
+                out.extend_from_slice(&length.to_be_bytes());
+                out.extend_from_slice(&compressed);
+            }
+        }
+        Compression::Lz4 => {
+            // Independent 64 KiB blocks, no content checksum: what KafkaLZ4BlockOutputStream
+            // writes, and the Java consumer rejects linked blocks.
+            let info = lz4_flex::frame::FrameInfo::new()
+                .block_size(lz4_flex::frame::BlockSize::Max64KB)
+                .block_mode(lz4_flex::frame::BlockMode::Independent)
+                .content_checksum(false)
+                .block_checksums(false);
+            let mut encoder = lz4_flex::frame::FrameEncoder::with_frame_info(info, out);
+            encoder.write_all(input).map_err(|e| fail(e.to_string()))?;
+            encoder.finish().map_err(|e| fail(e.to_string()))?;
+        }
+        Compression::Zstd => {
+            // ruzstd's encoder only implements "Fastest" (about zstd level 1).
+            ruzstd::encoding::compress(input, out, ruzstd::encoding::CompressionLevel::Fastest);
+        }
+        Compression::Unknown(id) => {
+            return Err(RecordError::new(
+                None,
+                RecordErrorKind::UnknownCompression(id),
+            ))
+        }
+    }
+    Ok(())
+}
