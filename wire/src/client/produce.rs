@@ -43,8 +43,8 @@ impl Client {
         }
         let mut builder = RecordBatchBuilder::new(compression);
         for record in records {
-            let headers: Vec<(&str, Option<&[u8]>)> =
-                record.headers.iter().map(|(key, value)| (key.as_str(), value.as_deref())).collect();
+            let headers: Vec<(&[u8], Option<&[u8]>)> =
+                record.headers.iter().map(|(key, value)| (key.as_bytes(), value.as_deref())).collect();
             builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers);
         }
         let batch = Bytes::from(builder.build().map_err(|source| ClientError::Records {

@@ -56,6 +56,16 @@ pub enum TimestampType {
     LogAppendTime,
 }
 
+impl std::fmt::Display for TimestampType {
+    /// The Java client's names (`TimestampType.toString`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimestampType::CreateTime => "CreateTime",
+            TimestampType::LogAppendTime => "LogAppendTime",
+        })
+    }
+}
+
 /// One v2 record batch: its header, and its records section (compressed or not) still encoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordBatch {

@@ -91,6 +91,9 @@ pub struct PartitionRecords {
     pub next_offset: Option<i64>,
     /// The last complete batch was a control batch: the partition is finished at `next_offset`.
     pub last_batch_was_control: bool,
+    /// Partition leader epoch of the last complete batch, for the next fetch's LastFetchedEpoch
+    /// (KIP-320 truncation detection).
+    pub last_batch_leader_epoch: Option<i32>,
     /// Complete batches walked.
     pub batches: usize,
     /// Transactional batches skipped because their transaction was aborted.
@@ -119,12 +122,12 @@ pub fn decode_partition(
     };
     let mut aborted_producers: HashSet<i64> = HashSet::new();
     let mut out = PartitionRecords::default();
-    let mut last_batch: Option<(i64, bool)> = None;
+    let mut last_batch: Option<(i64, bool, i32)> = None;
 
     for batch in RecordBatches::new(records) {
         let batch = batch?;
         out.batches += 1;
-        last_batch = Some((batch.next_offset(), batch.is_control()));
+        last_batch = Some((batch.next_offset(), batch.is_control(), batch.partition_leader_epoch));
 
         if read_committed && batch.has_producer_id() {
             let last_offset = batch.last_offset();
@@ -161,8 +164,9 @@ pub fn decode_partition(
         }
     }
 
-    out.next_offset = last_batch.map(|(next, _)| next.max(fetch_offset));
-    out.last_batch_was_control = last_batch.is_some_and(|(_, control)| control);
+    out.next_offset = last_batch.map(|(next, _, _)| next.max(fetch_offset));
+    out.last_batch_was_control = last_batch.is_some_and(|(_, control, _)| control);
+    out.last_batch_leader_epoch = last_batch.map(|(_, _, epoch)| epoch).filter(|epoch| *epoch >= 0);
     Ok(out)
 }
 
