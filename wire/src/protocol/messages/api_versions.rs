@@ -10,7 +10,12 @@
 //! - KIP-511 (client software name and version), KIP-482 (flexible versions).
 #![cfg_attr(
     not(test),
-    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
 )]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
@@ -46,7 +51,10 @@ pub struct ApiVersionRange {
 impl ApiVersionsResponse {
     /// The range for `api_key`, if the broker listed it.
     pub fn range(&self, api_key: ApiKey) -> Option<ApiVersionRange> {
-        self.api_keys.iter().copied().find(|range| range.api_key == api_key)
+        self.api_keys
+            .iter()
+            .copied()
+            .find(|range| range.api_key == api_key)
     }
 }
 
@@ -81,12 +89,20 @@ impl Response for ApiVersionsResponse {
             skip_tags(r, flexible)?;
             Ok(range)
         })?;
-        let throttle_time_ms = if version >= 1 { reader.i32("throttle time")? } else { 0 };
+        let throttle_time_ms = if version >= 1 {
+            reader.i32("throttle time")?
+        } else {
+            0
+        };
         // SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures, ZkMigrationReady: not
         // needed by this client.
         skip_tags(reader, flexible)?;
         reader.finish("ApiVersions response")?;
-        Ok(ApiVersionsResponse { error_code, api_keys, throttle_time_ms })
+        Ok(ApiVersionsResponse {
+            error_code,
+            api_keys,
+            throttle_time_ms,
+        })
     }
 }
 
@@ -119,17 +135,23 @@ mod tests {
             error_code(),
             small_vec(
                 (any::<i16>(), any::<i16>(), any::<i16>()).prop_map(|(k, min, max)| {
-                    ApiVersionRange { api_key: ApiKey(k), min_version: min, max_version: max }
+                    ApiVersionRange {
+                        api_key: ApiKey(k),
+                        min_version: min,
+                        max_version: max,
+                    }
                 }),
                 5,
             ),
             any::<i32>(),
         )
-            .prop_map(|(error_code, api_keys, throttle_time_ms)| ApiVersionsResponse {
-                error_code,
-                api_keys,
-                throttle_time_ms,
-            })
+            .prop_map(
+                |(error_code, api_keys, throttle_time_ms)| ApiVersionsResponse {
+                    error_code,
+                    api_keys,
+                    throttle_time_ms,
+                },
+            )
     }
 
     proptest! {
@@ -153,7 +175,9 @@ mod tests {
             client_software_version: "0.1".into(),
         };
         // compact string: length + 1 as uvarint; then an empty tagged-field section.
-        let expected = [7, b's', b'l', b'u', b'i', b'c', b'e', 4, b'0', b'.', b'1', 0];
+        let expected = [
+            7, b's', b'l', b'u', b'i', b'c', b'e', 4, b'0', b'.', b'1', 0,
+        ];
         assert_eq!(request_bytes(&request, 3), expected);
         assert!(request_bytes(&request, 2).is_empty());
     }
@@ -167,11 +191,14 @@ mod tests {
             0, 0, 0, 0, // throttle
             1, 3, 1, 1, // tagged field 3 (ZkMigrationReady) = true
         ];
-        let response: ApiVersionsResponse =
-            decode_response(bytes::Bytes::from(bytes), 3).unwrap();
+        let response: ApiVersionsResponse = decode_response(bytes::Bytes::from(bytes), 3).unwrap();
         assert_eq!(
             response.range(ApiKey::FETCH),
-            Some(ApiVersionRange { api_key: ApiKey::FETCH, min_version: 4, max_version: 18 })
+            Some(ApiVersionRange {
+                api_key: ApiKey::FETCH,
+                min_version: 4,
+                max_version: 18
+            })
         );
     }
 

@@ -69,8 +69,10 @@ pub(crate) fn read_array<T>(
     what: &'static str,
     read_element: impl FnMut(&mut Reader) -> Result<T, DecodeError>,
 ) -> Result<Vec<T>, DecodeError> {
-    Ok(read_nullable_array(reader, flexible, min_element_size, what, read_element)?
-        .unwrap_or_default())
+    Ok(
+        read_nullable_array(reader, flexible, min_element_size, what, read_element)?
+            .unwrap_or_default(),
+    )
 }
 
 /// Like [`read_array`], but keeps a null array as `None`.
@@ -106,7 +108,9 @@ pub(crate) fn read_string_array(
     flexible: bool,
     what: &'static str,
 ) -> Result<Vec<String>, DecodeError> {
-    read_array(reader, flexible, if flexible { 1 } else { 2 }, what, |r| r.string(flexible, what))
+    read_array(reader, flexible, if flexible { 1 } else { 2 }, what, |r| {
+        r.string(flexible, what)
+    })
 }
 
 pub(crate) fn write_i32_array(writer: &mut Writer, flexible: bool, values: &[i32]) {
@@ -141,7 +145,11 @@ pub(crate) fn write_no_tags(writer: &mut Writer, flexible: bool) {
 
 /// Writes one tagged field (tag, size, value); the caller writes the field count first and the
 /// fields in ascending tag order.
-pub(crate) fn write_tagged_field(writer: &mut Writer, tag: u32, write_value: impl FnOnce(&mut Writer)) {
+pub(crate) fn write_tagged_field(
+    writer: &mut Writer,
+    tag: u32,
+    write_value: impl FnOnce(&mut Writer),
+) {
     let mut value = Writer::new();
     write_value(&mut value);
     writer.uvarint(tag);
