@@ -9,6 +9,23 @@
 use super::api::ApiKey;
 use super::codec::{DecodeError, Reader, Writer};
 
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
+
+#[cfg(test)]
+mod testing;
+
 /// A request this client can send.
 pub trait Request {
     const API_KEY: ApiKey;
@@ -26,6 +43,129 @@ pub trait Request {
 pub trait Response: Sized {
     /// Decodes the response body (after the header) at `version`. Must consume the whole body.
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError>;
+}
+
+/// Rejects a version outside `min..=max` before decoding: a body decoded with the wrong layout
+/// would otherwise produce garbage or a confusing error deep inside.
+pub(crate) fn check_version(
+    version: i16,
+    min: i16,
+    max: i16,
+    what: &'static str,
+) -> Result<(), DecodeError> {
+    if (min..=max).contains(&version) {
+        Ok(())
+    } else {
+        Err(DecodeError::Invalid { what })
+    }
+}
+
+/// Reads an array (null reads as empty) whose elements take at least `min_element_size` bytes
+/// each. The count is checked against the bytes left before anything is allocated.
+pub(crate) fn read_array<T>(
+    reader: &mut Reader,
+    flexible: bool,
+    min_element_size: usize,
+    what: &'static str,
+    read_element: impl FnMut(&mut Reader) -> Result<T, DecodeError>,
+) -> Result<Vec<T>, DecodeError> {
+    Ok(
+        read_nullable_array(reader, flexible, min_element_size, what, read_element)?
+            .unwrap_or_default(),
+    )
+}
+
+/// Like [`read_array`], but keeps a null array as `None`.
+pub(crate) fn read_nullable_array<T>(
+    reader: &mut Reader,
+    flexible: bool,
+    min_element_size: usize,
+    what: &'static str,
+    mut read_element: impl FnMut(&mut Reader) -> Result<T, DecodeError>,
+) -> Result<Option<Vec<T>>, DecodeError> {
+    let Some(count) = reader.array_len(flexible, min_element_size, what)? else {
+        return Ok(None);
+    };
+    let mut elements = Vec::with_capacity(count);
+    for _ in 0..count {
+        elements.push(read_element(reader)?);
+    }
+    Ok(Some(elements))
+}
+
+/// Reads an `[]int32` array (broker ids).
+pub(crate) fn read_i32_array(
+    reader: &mut Reader,
+    flexible: bool,
+    what: &'static str,
+) -> Result<Vec<i32>, DecodeError> {
+    read_array(reader, flexible, 4, what, |r| r.i32(what))
+}
+
+/// Reads an `[]string` array.
+pub(crate) fn read_string_array(
+    reader: &mut Reader,
+    flexible: bool,
+    what: &'static str,
+) -> Result<Vec<String>, DecodeError> {
+    read_array(reader, flexible, if flexible { 1 } else { 2 }, what, |r| {
+        r.string(flexible, what)
+    })
+}
+
+pub(crate) fn write_i32_array(writer: &mut Writer, flexible: bool, values: &[i32]) {
+    writer.array_len(flexible, values.len());
+    for value in values {
+        writer.i32(*value);
+    }
+}
+
+pub(crate) fn write_string_array(writer: &mut Writer, flexible: bool, values: &[String]) {
+    writer.array_len(flexible, values.len());
+    for value in values {
+        writer.string(flexible, value);
+    }
+}
+
+/// Skips the tagged-field section that ends every structure in a flexible version.
+pub(crate) fn skip_tags(reader: &mut Reader, flexible: bool) -> Result<(), DecodeError> {
+    if flexible {
+        reader.skip_tagged_fields()
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes an empty tagged-field section in a flexible version.
+pub(crate) fn write_no_tags(writer: &mut Writer, flexible: bool) {
+    if flexible {
+        writer.empty_tagged_fields();
+    }
+}
+
+/// Writes one tagged field (tag, size, value); the caller writes the field count first and the
+/// fields in ascending tag order.
+pub(crate) fn write_tagged_field(
+    writer: &mut Writer,
+    tag: u32,
+    write_value: impl FnOnce(&mut Writer),
+) {
+    let mut value = Writer::new();
+    write_value(&mut value);
+    writer.uvarint(tag);
+    writer.uvarint(u32::try_from(value.len()).unwrap_or(u32::MAX));
+    writer.raw(&value.buf);
+}
+
+/// Reads a tagged field that must be consumed exactly.
+pub(crate) fn finish_tagged<T>(
+    field: &mut Reader,
+    what: &'static str,
+    read: impl FnOnce(&mut Reader) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let value = read(field)?;
+    field.finish(what)?;
+    Ok(value)
 }
 
 /// Kafka's 16-byte topic id (a UUID). All zeros means "no id".
