@@ -43,7 +43,7 @@ impl Client {
                 name: topic.name.clone(),
                 num_partitions: topic.partitions,
                 replication_factor: topic.replication_factor,
-                configs: topic.configs.clone(),
+                configs: topic.configs.iter().map(|(name, value)| (name.clone(), Some(value.clone()))).collect(),
             }],
             timeout_ms: 30_000,
             validate_only: false,

@@ -298,6 +298,7 @@ impl Client {
                 let request = ListOffsetsRequest {
                     replica_id: -1,
                     isolation_level: isolation as i8,
+                    timeout_ms: self.inner.config.connection.request_timeout.as_millis().min(i32::MAX as u128) as i32,
                     topics: topics
                         .into_iter()
                         .map(|(name, partitions)| ListOffsetsTopic { name: name.to_string(), partitions })

@@ -45,7 +45,9 @@ impl Client {
         for record in records {
             let headers: Vec<(&[u8], Option<&[u8]>)> =
                 record.headers.iter().map(|(key, value)| (key.as_bytes(), value.as_deref())).collect();
-            builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers);
+            builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers).map_err(|source| {
+                ClientError::Records { topic: topic_partition.topic.clone(), partition: topic_partition.partition, source }
+            })?;
         }
         let batch = Bytes::from(builder.build().map_err(|source| ClientError::Records {
             topic: topic_partition.topic.clone(),

@@ -40,7 +40,7 @@ pub trait Request {
 }
 
 /// A response this client can decode.
-pub trait Response: Sized {
+pub trait Response: Sized + Send + 'static {
     /// Decodes the response body (after the header) at `version`. Must consume the whole body.
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError>;
 }
