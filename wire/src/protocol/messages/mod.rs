@@ -113,6 +113,7 @@ pub(crate) fn read_string_array(
     })
 }
 
+#[cfg(test)]
 pub(crate) fn write_i32_array(writer: &mut Writer, flexible: bool, values: &[i32]) {
     writer.array_len(flexible, values.len());
     for value in values {
@@ -120,6 +121,7 @@ pub(crate) fn write_i32_array(writer: &mut Writer, flexible: bool, values: &[i32
     }
 }
 
+#[cfg(test)]
 pub(crate) fn write_string_array(writer: &mut Writer, flexible: bool, values: &[String]) {
     writer.array_len(flexible, values.len());
     for value in values {
@@ -145,6 +147,7 @@ pub(crate) fn write_no_tags(writer: &mut Writer, flexible: bool) {
 
 /// Writes one tagged field (tag, size, value); the caller writes the field count first and the
 /// fields in ascending tag order.
+#[cfg(test)]
 pub(crate) fn write_tagged_field(
     writer: &mut Writer,
     tag: u32,
