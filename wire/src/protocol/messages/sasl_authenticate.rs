@@ -149,7 +149,10 @@ mod tests {
         let request = SaslAuthenticateRequest {
             auth_bytes: b"\0u\0pw".to_vec(),
         };
-        assert_eq!(request_bytes(&request, 1), [0, 0, 0, 5, 0, b'u', 0, b'p', b'w']);
+        assert_eq!(
+            request_bytes(&request, 1),
+            [0, 0, 0, 5, 0, b'u', 0, b'p', b'w']
+        );
         assert_eq!(request_bytes(&request, 2), [6, 0, b'u', 0, b'p', b'w', 0]);
         assert!(!format!("{request:?}").contains("pw"));
     }
