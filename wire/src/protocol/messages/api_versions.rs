@@ -58,6 +58,31 @@ impl ApiVersionsResponse {
     }
 }
 
+impl ApiVersionsResponse {
+    /// Decodes at `version`, or, if that fails, as the v0 body a broker sends when it does not
+    /// support `version` (error UNSUPPORTED_VERSION, with its own ApiVersions range listed so
+    /// the client can retry at a version it supports).
+    pub fn decode_with_fallback(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
+        let mut attempt = reader.clone();
+        match Self::decode(version, &mut attempt) {
+            Ok(response) => {
+                *reader = attempt;
+                Ok(response)
+            }
+            Err(error) => {
+                let mut v0 = reader.clone();
+                match Self::decode(0, &mut v0) {
+                    Ok(response) if response.error_code == ErrorCode::UNSUPPORTED_VERSION => {
+                        *reader = v0;
+                        Ok(response)
+                    }
+                    _ => Err(error),
+                }
+            }
+        }
+    }
+}
+
 impl Request for ApiVersionsRequest {
     const API_KEY: ApiKey = ApiKey::API_VERSIONS;
     const MIN_VERSION: i16 = 0;
@@ -199,6 +224,37 @@ mod tests {
                 min_version: 4,
                 max_version: 18
             })
+        );
+    }
+
+    #[test]
+    fn unsupported_version_answer_falls_back_to_v0() {
+        let v0 = ApiVersionsResponse {
+            error_code: ErrorCode::UNSUPPORTED_VERSION,
+            api_keys: vec![ApiVersionRange {
+                api_key: ApiKey::API_VERSIONS,
+                min_version: 0,
+                max_version: 3,
+            }],
+            throttle_time_ms: 0,
+        };
+        let bytes = encode_response(&v0, 0);
+        assert!(decode_response::<ApiVersionsResponse>(bytes.clone(), 4).is_err());
+        let mut reader = Reader::new(bytes);
+        assert_eq!(
+            ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(),
+            v0
+        );
+        assert!(reader.is_empty());
+        // A well-formed v4 answer is decoded as v4.
+        let ok = ApiVersionsResponse {
+            error_code: ErrorCode::NONE,
+            ..v0
+        };
+        let mut reader = Reader::new(encode_response(&ok, 4));
+        assert_eq!(
+            ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(),
+            ok
         );
     }
 

@@ -5,6 +5,15 @@
 //! the broker (ApiVersions), writes the header, and decodes the response with the same version.
 //! Response decoders take a [`Reader`] bounded to the response frame and check every count
 //! before allocating.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
 use super::api::ApiKey;
 use super::codec::{DecodeError, Reader, Writer};
@@ -113,6 +122,7 @@ pub(crate) fn read_string_array(
     })
 }
 
+#[cfg(test)]
 pub(crate) fn write_i32_array(writer: &mut Writer, flexible: bool, values: &[i32]) {
     writer.array_len(flexible, values.len());
     for value in values {
@@ -120,6 +130,7 @@ pub(crate) fn write_i32_array(writer: &mut Writer, flexible: bool, values: &[i32
     }
 }
 
+#[cfg(test)]
 pub(crate) fn write_string_array(writer: &mut Writer, flexible: bool, values: &[String]) {
     writer.array_len(flexible, values.len());
     for value in values {
@@ -145,6 +156,7 @@ pub(crate) fn write_no_tags(writer: &mut Writer, flexible: bool) {
 
 /// Writes one tagged field (tag, size, value); the caller writes the field count first and the
 /// fields in ascending tag order.
+#[cfg(test)]
 pub(crate) fn write_tagged_field(
     writer: &mut Writer,
     tag: u32,
@@ -189,14 +201,14 @@ impl std::fmt::Display for TopicId {
         let bytes = &self.0;
         let mut out = String::with_capacity(22);
         for chunk in bytes.chunks(3) {
-            let b0 = chunk[0];
+            let b0 = chunk.first().copied().unwrap_or(0);
             let b1 = chunk.get(1).copied().unwrap_or(0);
             let b2 = chunk.get(2).copied().unwrap_or(0);
             let n = (u32::from(b0) << 16) | (u32::from(b1) << 8) | u32::from(b2);
             let symbols = chunk.len() + 1;
             for i in 0..symbols {
                 let index = ((n >> (18 - 6 * i)) & 0x3f) as usize;
-                out.push(ALPHABET[index] as char);
+                out.push(char::from(ALPHABET.get(index).copied().unwrap_or(b'A')));
             }
         }
         f.write_str(&out)

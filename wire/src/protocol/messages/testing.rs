@@ -41,7 +41,26 @@ where
     let second: T = decode_response(again, version)
         .map_err(|e| TestCaseError::fail(format!("v{version} second trip: {e}")))?;
     prop_assert_eq!(&second, &first);
+    damaged_copies_never_panic::<T>(&bytes, version);
     Ok(())
+}
+
+/// Decodes truncated and corrupted copies of a valid body: they may fail, never panic. Random
+/// bytes rarely get past the first field; these reach every field of the layout.
+pub(crate) fn damaged_copies_never_panic<T: Response>(bytes: &[u8], version: i16) {
+    let step = (bytes.len() / 16).max(1);
+    for position in (0..bytes.len()).step_by(step) {
+        if let Some(prefix) = bytes.get(..position) {
+            let _ = decode_response::<T>(Bytes::copy_from_slice(prefix), version);
+        }
+        for value in [0x00, 0x7f, 0xff] {
+            let mut corrupted = bytes.to_vec();
+            if let Some(byte) = corrupted.get_mut(position) {
+                *byte = value;
+            }
+            let _ = decode_response::<T>(Bytes::from(corrupted), version);
+        }
+    }
 }
 
 /// Decoding arbitrary bytes at every version must return, never panic.
