@@ -56,7 +56,7 @@ cmd_fetch() {
   local started=$SECONDS tmp="$HOME_DIR/lib.tmp"
   rm -rf "$tmp"
   mkdir -p "$HOME_DIR"
-  mvn -B -q -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2 \
+  mvn -B -q -Dstyle.color=never -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2 \
     || die "mvn dependency:copy-dependencies failed"
   pom_hash >"$tmp/.fetched"
   rm -rf "$LIB"
@@ -153,25 +153,32 @@ format_storage() {
     >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting $dir failed"; }
 }
 
-# launch DIR: start the broker whose files are in DIR, in the background; records the pid and
-# the command line (restart-node replays it).
+# launch DIR: start the broker whose files are in DIR, in the background, and record its pid.
+# The first launch saves the command line (NUL separated) in DIR/command; restart-node replays
+# that file, so a restarted node gets exactly the same command, config and directories.
 launch() {
-  local dir="$1"
+  local dir="$1" cmd=()
   mkdir -p "$dir/logs"
-  local cmd=(java "${BROKER_JVM_OPTS[@]}"
-    -Dlog4j2.configurationFile="$HOME_DIR/log4j2-broker.properties"
-    -Dkafka.logs.dir="$dir/logs"
-    -cp "$LIB/*" kafka.Kafka "$dir/server.properties")
-  printf '%q ' "${cmd[@]}" >"$dir/command"
+  if [[ -f "$dir/command" ]]; then
+    mapfile -d '' -t cmd <"$dir/command"
+  else
+    cmd=(java "${BROKER_JVM_OPTS[@]}"
+      -Dlog4j2.configurationFile="$HOME_DIR/log4j2-broker.properties"
+      -Dkafka.logs.dir="$dir/logs"
+      -cp "$LIB/*" kafka.Kafka "$dir/server.properties")
+    printf '%s\0' "${cmd[@]}" >"$dir/command"
+  fi
+  # A simple command run with & execs java in the forked shell, so $! is the JVM's pid.
   "${cmd[@]}" </dev/null >>"$dir/logs/console.log" 2>&1 &
   echo $! >"$dir/broker.pid"
 }
 
-# brokers_listed BOOTSTRAP: the node ids in the metadata that BOOTSTRAP serves, one per line.
+# brokers_listed BOOTSTRAP: the ids of the unfenced brokers in the metadata that BOOTSTRAP
+# serves, one per line.
 brokers_listed() {
   tools_java org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" \
     --command-config "$HOME_DIR/probe.properties" 2>/dev/null \
-    | sed -n 's/^[^ ]* (id: \([0-9]*\) rack: .*/\1/p' | sort -u || true
+    | grep -v 'isFenced: true' | sed -n 's/^[^ ]* (id: \([0-9]*\) rack: .*/\1/p' | sort -u || true
 }
 
 # wait_ready BOOTSTRAP EXPECTED_IDS DIR...: poll until the metadata lists every id in
@@ -208,17 +215,29 @@ show_logs() {
   done
 }
 
-# stop_pids SIGNAL DIR...: signal each running broker in DIR..., wait up to STOP_TIMEOUT for
+# broker_pids DIR: pids of the brokers running with DIR/server.properties: the one in the pid
+# file, and any whose pid file was lost (found by their exact command line).
+broker_pids() {
+  local dir="$1" cmdline file
+  for file in $(grep -slF "$dir/server.properties" /proc/[0-9]*/cmdline 2>/dev/null || true); do
+    cmdline="$(tr '\0' ' ' <"$file" 2>/dev/null)" || continue
+    [[ "$cmdline" == *" kafka.Kafka $dir/server.properties "* ]] || continue
+    file="${file#/proc/}"
+    echo "${file%/cmdline}"
+  done
+  return 0
+}
+
+# stop_dirs SIGNAL DIR...: signal each running broker in DIR..., wait up to STOP_TIMEOUT for
 # them all to exit, SIGKILL the rest, remove the pid files.
 stop_dirs() {
   local signal="$1"; shift
   local dir pid pids=() deadline
   for dir in "$@"; do
-    if pid_alive "$dir/broker.pid"; then
-      pid="$(cat "$dir/broker.pid")"
+    for pid in $(broker_pids "$dir"); do
       kill "-$signal" "$pid" 2>/dev/null || true
       pids+=("$pid")
-    fi
+    done
   done
   deadline=$((SECONDS + STOP_TIMEOUT))
   for pid in "${pids[@]}"; do
@@ -303,7 +322,7 @@ EOF
 }
 
 cmd_stop() {
-  if pid_alive "$SINGLE/broker.pid"; then
+  if [[ -n "$(broker_pids "$SINGLE")" ]]; then
     stop_dirs TERM "$SINGLE"
     say "stopped"
   else
@@ -375,7 +394,7 @@ EOF
 }
 
 cmd_stop_cluster() {
-  if cluster_running; then
+  if [[ -n "$(broker_pids "$CLUSTER/node1")$(broker_pids "$CLUSTER/node2")$(broker_pids "$CLUSTER/node3")" ]]; then
     stop_dirs TERM "$CLUSTER/node1" "$CLUSTER/node2" "$CLUSTER/node3"
     say "cluster stopped"
   else
@@ -388,7 +407,7 @@ cmd_kill_node() {
   local dir signal="${2:-TERM}"
   dir="$(node_dir "${1:-}")"
   [[ "$signal" == TERM || "$signal" == KILL ]] || die "signal must be TERM or KILL"
-  if ! pid_alive "$dir/broker.pid"; then
+  if [[ -z "$(broker_pids "$dir")" ]]; then
     say "node $1 not running"
     return 0
   fi
@@ -409,9 +428,9 @@ cmd_restart_node() {
   port_in_use "${n}9092" && die "port ${n}9092 is in use by another process"
   local started=$SECONDS
   # Same command line, same directories, no reformat.
-  eval "$(cat "$dir/command")" </dev/null >>"$dir/logs/console.log" 2>&1 &
-  echo $! >"$dir/broker.pid"
-  say "node $n restarted (pid $!); waiting for it to serve metadata"
+  write_log_configs
+  launch "$dir"
+  say "node $n restarted (pid $(cat "$dir/broker.pid")); waiting for it to serve metadata"
   wait_ready "$HOST:${n}9092" "$n" "$dir"
   wait_ready "$CLUSTER_BOOTSTRAP" "1 2 3" "$dir"
   say "node $n back in $((SECONDS - started)) s"
