@@ -56,8 +56,11 @@ cmd_fetch() {
   local started=$SECONDS tmp="$HOME_DIR/lib.tmp"
   rm -rf "$tmp"
   mkdir -p "$HOME_DIR"
-  mvn -B -q -Dstyle.color=never -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2 \
-    || die "mvn dependency:copy-dependencies failed"
+  if ! mvn -B -q -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" \
+      >"$HOME_DIR/fetch.log" 2>&1; then
+    cat "$HOME_DIR/fetch.log" >&2
+    die "mvn dependency:copy-dependencies failed (log: $HOME_DIR/fetch.log)"
+  fi
   pom_hash >"$tmp/.fetched"
   rm -rf "$LIB"
   mv "$tmp" "$LIB"
