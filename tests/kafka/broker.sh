@@ -1,0 +1,504 @@
+#!/usr/bin/env bash
+# Real Kafka brokers for Sluice's tests, run from Maven Central jars (no Docker, no tarball).
+#
+#   broker.sh fetch                 resolve the jars into .kafka/lib (skipped when up to date)
+#   broker.sh start                 one KRaft combined node: 127.0.0.1:19092 (controller 19093)
+#   broker.sh stop                  stop it (TERM, then KILL after a bound); idempotent
+#   broker.sh start-cluster         three combined nodes: 127.0.0.1:{1,2,3}9092 (controllers {1,2,3}9093)
+#   broker.sh stop-cluster          stop all three; idempotent
+#   broker.sh kill-node N [TERM|KILL]   signal cluster node N (default TERM) and wait for it to exit
+#   broker.sh restart-node N        start node N again: same command, same dirs, no reformat
+#   broker.sh java MAIN [ARGS...]   run a class from tests/java/ or .kafka/lib/ (compiles tests/java/ if stale)
+#   broker.sh status                which nodes are running
+#
+# Everything lives in <repo>/.kafka/ (git-ignored, reused across runs):
+#   lib/            jars; lib/.fetched holds the hash of the POM they were resolved from
+#   java-classes/   tests/java/*.java compiled
+#   single/         the single node: server.properties, data/ (fresh each start), logs/, broker.pid
+#   cluster/nodeN/  the same per cluster node, plus the command line for restart-node
+# stdout carries only results (the bootstrap address, a tool's own output); progress goes to stderr.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HOME_DIR="$ROOT/.kafka"
+LIB="$HOME_DIR/lib"
+CLASSES="$HOME_DIR/java-classes"
+POM="$ROOT/tests/kafka/pom.xml"
+JAVA_SRC="$ROOT/tests/java"
+SINGLE="$HOME_DIR/single"
+CLUSTER="$HOME_DIR/cluster"
+HOST=127.0.0.1
+SINGLE_BOOTSTRAP="$HOST:19092"
+CLUSTER_BOOTSTRAP="$HOST:19092,$HOST:29092,$HOST:39092"
+START_TIMEOUT="${SLUICE_BROKER_START_TIMEOUT:-90}"   # seconds until the broker(s) must answer metadata
+STOP_TIMEOUT="${SLUICE_BROKER_STOP_TIMEOUT:-30}"     # seconds between SIGTERM and SIGKILL
+BROKER_JVM_OPTS=(-Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true)
+
+say() { echo "broker.sh: $*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# fetch
+
+pom_hash() { sha256sum "$POM" | cut -d' ' -f1; }
+
+jars_present() {
+  [[ -f "$LIB/.fetched" && "$(cat "$LIB/.fetched")" == "$(pom_hash)" ]] && compgen -G "$LIB/kafka_2.13-*.jar" >/dev/null
+}
+
+cmd_fetch() {
+  if jars_present; then
+    say "jars up to date in $LIB"
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found (install maven)"
+  say "resolving Kafka jars from $POM into $LIB"
+  local started=$SECONDS tmp="$HOME_DIR/lib.tmp"
+  rm -rf "$tmp"
+  mkdir -p "$HOME_DIR"
+  if ! mvn -B -q -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" \
+      >"$HOME_DIR/fetch.log" 2>&1; then
+    cat "$HOME_DIR/fetch.log" >&2
+    die "mvn dependency:copy-dependencies failed (log: $HOME_DIR/fetch.log)"
+  fi
+  pom_hash >"$tmp/.fetched"
+  rm -rf "$LIB"
+  mv "$tmp" "$LIB"
+  say "resolved $(find "$LIB" -name '*.jar' | wc -l) jars in $((SECONDS - started)) s"
+}
+
+require_jars() {
+  jars_present || die "Kafka jars missing or stale in $LIB: run '$0 fetch' first"
+  command -v java >/dev/null || die "java not found (Java 17 is required)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Shared pieces: logging configs, process bookkeeping, readiness
+
+write_log_configs() {
+  mkdir -p "$HOME_DIR"
+  # Broker: everything at INFO into ${kafka.logs.dir}/server.log; the console (redirected to
+  # console.log by us) only gets errors.
+  cat >"$HOME_DIR/log4j2-broker.properties" <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = CONSOLE
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = [%d] %p %m (%c)%n
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = ERROR
+appender.server.type = File
+appender.server.name = SERVER
+appender.server.fileName = ${sys:kafka.logs.dir}/server.log
+appender.server.append = true
+appender.server.layout.type = PatternLayout
+appender.server.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRefs = console, server
+rootLogger.appenderRef.console.ref = CONSOLE
+rootLogger.appenderRef.server.ref = SERVER
+EOF
+  # Tools and test programs: warnings and errors on stderr, nothing on stdout.
+  cat >"$HOME_DIR/log4j2-tools.properties" <<'EOF'
+status = warn
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = STDERR
+EOF
+  # Short timeouts for the readiness probe, so one attempt never hangs for a minute.
+  cat >"$HOME_DIR/probe.properties" <<'EOF'
+request.timeout.ms=3000
+default.api.timeout.ms=5000
+socket.connection.setup.timeout.ms=1000
+socket.connection.setup.timeout.max.ms=2000
+reconnect.backoff.max.ms=500
+EOF
+}
+
+# A random Kafka cluster id: 16 random bytes, URL-safe base64 without padding (what
+# `StorageTool random-uuid` prints), without starting a JVM. Kafka avoids ids starting with '-'.
+random_cluster_id() {
+  local id
+  while :; do
+    id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+    [[ "$id" != -* && "$id" != AAAAAAAAAAAAAAAAAAAAA[AQ] ]] && { echo "$id"; return; }
+  done
+}
+
+# pid_alive PIDFILE: true when PIDFILE names a live Kafka broker process.
+pid_alive() {
+  local pidfile="$1" pid
+  [[ -f "$pidfile" ]] || return 1
+  pid="$(cat "$pidfile")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  # Guard against a recycled pid.
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'kafka\.Kafka'
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+tools_java() {
+  java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dlog4j2.configurationFile="$HOME_DIR/log4j2-tools.properties" -cp "$LIB/*" "$@"
+}
+
+# format DIR CLUSTER_ID [--standalone]: a fresh storage directory for the node in DIR.
+format_storage() {
+  local dir="$1" id="$2"; shift 2
+  rm -rf "$dir/data"
+  tools_java kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" "$@" \
+    >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting $dir failed"; }
+}
+
+# launch DIR: start the broker whose files are in DIR, in the background, and record its pid.
+# The first launch saves the command line (NUL separated) in DIR/command; restart-node replays
+# that file, so a restarted node gets exactly the same command, config and directories.
+launch() {
+  local dir="$1" cmd=()
+  mkdir -p "$dir/logs"
+  if [[ -f "$dir/command" ]]; then
+    mapfile -d '' -t cmd <"$dir/command"
+  else
+    cmd=(java "${BROKER_JVM_OPTS[@]}"
+      -Dlog4j2.configurationFile="$HOME_DIR/log4j2-broker.properties"
+      -Dkafka.logs.dir="$dir/logs"
+      -cp "$LIB/*" kafka.Kafka "$dir/server.properties")
+    printf '%s\0' "${cmd[@]}" >"$dir/command"
+  fi
+  # A simple command run with & execs java in the forked shell, so $! is the JVM's pid.
+  "${cmd[@]}" </dev/null >>"$dir/logs/console.log" 2>&1 &
+  echo $! >"$dir/broker.pid"
+}
+
+# brokers_listed BOOTSTRAP: the ids of the unfenced brokers in the metadata that BOOTSTRAP
+# serves, one per line.
+brokers_listed() {
+  tools_java org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" \
+    --command-config "$HOME_DIR/probe.properties" 2>/dev/null \
+    | grep -v 'isFenced: true' | sed -n 's/^[^ ]* (id: \([0-9]*\) rack: .*/\1/p' | sort -u || true
+}
+
+# wait_ready BOOTSTRAP EXPECTED_IDS DIR...: poll until the metadata lists every id in
+# EXPECTED_IDS (space separated); on timeout, show the logs of DIR... and fail.
+wait_ready() {
+  local bootstrap="$1" expected="$2"; shift 2
+  local deadline=$((SECONDS + START_TIMEOUT)) listed id missing dir
+  while :; do
+    listed=" $(brokers_listed "$bootstrap" | tr '\n' ' ')"
+    missing=""
+    for id in $expected; do [[ "$listed" == *" $id "* ]] || missing+=" $id"; done
+    [[ -z "$missing" ]] && return 0
+    for dir in "$@"; do
+      pid_alive "$dir/broker.pid" || { say "broker in $dir exited during startup"; show_logs "$@"; exit 1; }
+    done
+    if ((SECONDS >= deadline)); then
+      say "brokers${missing} not in metadata after ${START_TIMEOUT} s"
+      show_logs "$@"
+      exit 1
+    fi
+    sleep 1
+  done
+}
+
+show_logs() {
+  local dir
+  for dir in "$@"; do
+    say "---- tail of $dir/logs/server.log"
+    tail -n 40 "$dir/logs/server.log" >&2 2>/dev/null || true
+    if [[ -s "$dir/logs/console.log" ]]; then
+      say "---- tail of $dir/logs/console.log"
+      tail -n 20 "$dir/logs/console.log" >&2
+    fi
+  done
+}
+
+# broker_pids DIR: pids of the brokers running with DIR/server.properties: the one in the pid
+# file, and any whose pid file was lost (found by their exact command line).
+broker_pids() {
+  local dir="$1" cmdline file
+  for file in $(grep -slF "$dir/server.properties" /proc/[0-9]*/cmdline 2>/dev/null || true); do
+    cmdline="$(tr '\0' ' ' <"$file" 2>/dev/null)" || continue
+    [[ "$cmdline" == *" kafka.Kafka $dir/server.properties "* ]] || continue
+    file="${file#/proc/}"
+    echo "${file%/cmdline}"
+  done
+  return 0
+}
+
+# stop_dirs SIGNAL DIR...: signal each running broker in DIR..., wait up to STOP_TIMEOUT for
+# them all to exit, SIGKILL the rest, remove the pid files.
+stop_dirs() {
+  local signal="$1"; shift
+  local dir pid pids=() deadline
+  for dir in "$@"; do
+    for pid in $(broker_pids "$dir"); do
+      kill "-$signal" "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    done
+  done
+  deadline=$((SECONDS + STOP_TIMEOUT))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null; do
+      if ((SECONDS >= deadline)); then
+        say "pid $pid still running after ${STOP_TIMEOUT} s: SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 0.5
+      else
+        sleep 0.2
+      fi
+    done
+  done
+  for dir in "$@"; do rm -f "$dir/broker.pid"; done
+  return 0
+}
+
+common_props() {
+  cat <<EOF
+process.roles=broker,controller
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=2
+num.io.threads=2
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+offsets.topic.num.partitions=1
+transaction.state.log.num.partitions=1
+# Let compaction tests see the cleaner run within seconds.
+log.cleaner.backoff.ms=1000
+log.cleaner.min.compaction.lag.ms=0
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Single node
+
+cluster_running() {
+  local n
+  for n in 1 2 3; do pid_alive "$CLUSTER/node$n/broker.pid" && return 0; done
+  return 1
+}
+
+cmd_start() {
+  require_jars
+  if pid_alive "$SINGLE/broker.pid"; then
+    say "broker already running (pid $(cat "$SINGLE/broker.pid"))"
+    echo "$SINGLE_BOOTSTRAP"
+    return 0
+  fi
+  cluster_running && die "the three-node cluster is running; '$0 stop-cluster' first"
+  local port
+  for port in 19092 19093; do
+    port_in_use "$port" && die "port $port is in use by another process"
+  done
+  local started=$SECONDS
+  write_log_configs
+  rm -rf "$SINGLE"
+  mkdir -p "$SINGLE/logs"
+  {
+    echo "node.id=1"
+    echo "controller.quorum.bootstrap.servers=$HOST:19093"
+    echo "listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093"
+    echo "advertised.listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093"
+    echo "log.dirs=$SINGLE/data"
+    common_props
+    cat <<'EOF'
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+EOF
+  } >"$SINGLE/server.properties"
+  format_storage "$SINGLE" "$(random_cluster_id)" --standalone
+  launch "$SINGLE"
+  say "started pid $(cat "$SINGLE/broker.pid"); waiting for metadata on $SINGLE_BOOTSTRAP"
+  wait_ready "$SINGLE_BOOTSTRAP" "1" "$SINGLE"
+  say "ready in $((SECONDS - started)) s (logs: $SINGLE/logs)"
+  echo "$SINGLE_BOOTSTRAP"
+}
+
+cmd_stop() {
+  if [[ -n "$(broker_pids "$SINGLE")" ]]; then
+    stop_dirs TERM "$SINGLE"
+    say "stopped"
+  else
+    rm -f "$SINGLE/broker.pid"
+    say "not running"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# Three-node cluster
+
+node_dir() {
+  [[ "${1:-}" =~ ^[123]$ ]] || die "node must be 1, 2 or 3 (got '${1:-}')"
+  echo "$CLUSTER/node$1"
+}
+
+cmd_start_cluster() {
+  require_jars
+  pid_alive "$SINGLE/broker.pid" && die "the single node is running; '$0 stop' first"
+  local n running=0
+  for n in 1 2 3; do pid_alive "$CLUSTER/node$n/broker.pid" && running=$((running + 1)); done
+  if ((running == 3)); then
+    say "cluster already running"
+    echo "$CLUSTER_BOOTSTRAP"
+    return 0
+  fi
+  ((running == 0)) || die "only $running of 3 cluster nodes run; restart-node the others or stop-cluster"
+  local port
+  for port in 19092 19093 29092 29093 39092 39093; do
+    port_in_use "$port" && die "port $port is in use by another process"
+  done
+  local started=$SECONDS id dir dirs=()
+  id="$(random_cluster_id)"
+  write_log_configs
+  rm -rf "$CLUSTER"
+  for n in 1 2 3; do
+    dir="$CLUSTER/node$n"
+    dirs+=("$dir")
+    mkdir -p "$dir/logs"
+    {
+      echo "node.id=$n"
+      echo "controller.quorum.voters=1@$HOST:19093,2@$HOST:29093,3@$HOST:39093"
+      echo "listeners=PLAINTEXT://$HOST:${n}9092,CONTROLLER://$HOST:${n}9093"
+      echo "advertised.listeners=PLAINTEXT://$HOST:${n}9092,CONTROLLER://$HOST:${n}9093"
+      echo "log.dirs=$dir/data"
+      common_props
+      cat <<'EOF'
+default.replication.factor=3
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+# Fail over within seconds of a SIGKILL.
+broker.session.timeout.ms=3000
+broker.heartbeat.interval.ms=500
+EOF
+    } >"$dir/server.properties"
+  done
+  # Formatting is a JVM start each; run them side by side.
+  local pids=()
+  for dir in "${dirs[@]}"; do format_storage "$dir" "$id" & pids+=($!); done
+  for n in "${pids[@]}"; do wait "$n" || die "formatting failed"; done
+  for dir in "${dirs[@]}"; do launch "$dir"; done
+  say "started 3 nodes; waiting for brokers 1 2 3 in metadata"
+  wait_ready "$CLUSTER_BOOTSTRAP" "1 2 3" "${dirs[@]}"
+  say "cluster ready in $((SECONDS - started)) s (logs: $CLUSTER/node*/logs)"
+  echo "$CLUSTER_BOOTSTRAP"
+}
+
+cmd_stop_cluster() {
+  if [[ -n "$(broker_pids "$CLUSTER/node1")$(broker_pids "$CLUSTER/node2")$(broker_pids "$CLUSTER/node3")" ]]; then
+    stop_dirs TERM "$CLUSTER/node1" "$CLUSTER/node2" "$CLUSTER/node3"
+    say "cluster stopped"
+  else
+    rm -f "$CLUSTER"/node*/broker.pid
+    say "cluster not running"
+  fi
+}
+
+cmd_kill_node() {
+  local dir signal="${2:-TERM}"
+  dir="$(node_dir "${1:-}")"
+  [[ "$signal" == TERM || "$signal" == KILL ]] || die "signal must be TERM or KILL"
+  if [[ -z "$(broker_pids "$dir")" ]]; then
+    say "node $1 not running"
+    return 0
+  fi
+  local started=$SECONDS
+  stop_dirs "$signal" "$dir"
+  say "node $1 stopped with SIG$signal in $((SECONDS - started)) s"
+}
+
+cmd_restart_node() {
+  local dir n="${1:-}"
+  dir="$(node_dir "$n")"
+  require_jars
+  [[ -f "$dir/command" ]] || die "node $n was never started: '$0 start-cluster' first"
+  if pid_alive "$dir/broker.pid"; then
+    say "node $n already running (pid $(cat "$dir/broker.pid"))"
+    return 0
+  fi
+  port_in_use "${n}9092" && die "port ${n}9092 is in use by another process"
+  local started=$SECONDS
+  # Same command line, same directories, no reformat.
+  write_log_configs
+  launch "$dir"
+  say "node $n restarted (pid $(cat "$dir/broker.pid")); waiting for it to serve metadata"
+  wait_ready "$HOST:${n}9092" "$n" "$dir"
+  wait_ready "$CLUSTER_BOOTSTRAP" "1 2 3" "$dir"
+  say "node $n back in $((SECONDS - started)) s"
+}
+
+cmd_status() {
+  local n
+  if pid_alive "$SINGLE/broker.pid"; then
+    echo "single: running (pid $(cat "$SINGLE/broker.pid")) on $SINGLE_BOOTSTRAP"
+  else
+    echo "single: stopped"
+  fi
+  for n in 1 2 3; do
+    if pid_alive "$CLUSTER/node$n/broker.pid"; then
+      echo "cluster node $n: running (pid $(cat "$CLUSTER/node$n/broker.pid")) on $HOST:${n}9092"
+    else
+      echo "cluster node $n: stopped"
+    fi
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# Java helpers
+
+compile_java() {
+  local stamp="$CLASSES/.stamp" sources
+  sources=("$JAVA_SRC"/*.java)
+  [[ -e "${sources[0]}" ]] || return 0
+  if [[ -f "$stamp" ]] && [[ -z "$(find "$JAVA_SRC" -name '*.java' -newer "$stamp" | head -n1)" ]] \
+     && [[ "$LIB/.fetched" -ot "$stamp" ]]; then
+    return 0
+  fi
+  say "compiling tests/java"
+  rm -rf "$CLASSES"
+  mkdir -p "$CLASSES"
+  javac -nowarn -encoding UTF-8 -d "$CLASSES" -cp "$LIB/*" "${sources[@]}" >&2
+  touch "$stamp"
+}
+
+cmd_java() {
+  [[ $# -ge 1 ]] || die "usage: $0 java MAIN_CLASS [ARGS...]"
+  require_jars
+  write_log_configs
+  compile_java
+  exec java -Xmx512m -Dlog4j2.configurationFile="$HOME_DIR/log4j2-tools.properties" \
+    -cp "$CLASSES:$LIB/*" "$@"
+}
+
+usage() {
+  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+cmd="${1:-}"
+[[ $# -gt 0 ]] && shift
+case "$cmd" in
+  fetch) cmd_fetch ;;
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  start-cluster) cmd_start_cluster ;;
+  stop-cluster) cmd_stop_cluster ;;
+  kill-node) cmd_kill_node "$@" ;;
+  restart-node) cmd_restart_node "$@" ;;
+  java) cmd_java "$@" ;;
+  status) cmd_status ;;
+  *) usage ;;
+esac
