@@ -6,6 +6,10 @@
 //!
 //! * [`config`]: the JSON configuration file, validated, with secrets redacted.
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.
+//! * [`checkpoint`]: per-partition checkpoints, incarnations and event ids.
+//! * [`rows`]: the schema of a resource and the row each record becomes.
 
+pub mod checkpoint;
 pub mod config;
 pub mod json;
+pub mod rows;
