@@ -8,8 +8,10 @@
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.
 //! * [`checkpoint`]: per-partition checkpoints, incarnations and event ids.
 //! * [`rows`]: the schema of a resource and the row each record becomes.
+//! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
 
 pub mod checkpoint;
 pub mod config;
+pub mod destination;
 pub mod json;
 pub mod rows;
