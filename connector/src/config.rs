@@ -1,0 +1,989 @@
+//! The connector's configuration: one JSON file.
+//!
+//! ```json
+//! {
+//!   "brokers": ["kafka-1:9092", "kafka-2:9092"],
+//!   "tls_enabled": true,
+//!   "sasl_mechanism": "SCRAM-SHA-256",
+//!   "sasl_username": "sluice",
+//!   "sasl_password": "${KAFKA_PASSWORD}",
+//!   "topics": ["orders"],
+//!   "destination_dir": "/var/lib/sluice/out"
+//! }
+//! ```
+//!
+//! # Fields
+//!
+//! Connection fields carry the names the Filament Kafka source uses:
+//!
+//! | field | meaning | default |
+//! | - | - | - |
+//! | `brokers` | bootstrap `host:port` addresses, at least one | required |
+//! | `client_id` | Kafka client id | `sluice` |
+//! | `tls_enabled` | certificate-verified TLS (system trust store unless `tls_ca_pem`) | `false` |
+//! | `tls_ca_pem` | pasted PEM CA certificates, for a private CA | none |
+//! | `tls_cert_pem`, `tls_key_pem` | pasted PEM client chain and its private key, for mutual TLS; both or neither | none |
+//! | `sasl_mechanism` | `none`, `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512` (case-insensitive) | `none` |
+//! | `sasl_username`, `sasl_password` | SASL credentials, required with a mechanism | none |
+//!
+//! Source fields:
+//!
+//! | field | meaning | default |
+//! | - | - | - |
+//! | `topics` | the default resources (topic names) | `[]` (discover) |
+//! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode | `earliest` |
+//! | `connection_id` | the stable source connection id (part of the incarnation); `[A-Za-z0-9._-]`, at most 128 | generated and stored by the destination on first use |
+//! | `epoch_max_records` | continuous mode cuts an epoch after this many records | `10000` |
+//! | `epoch_max_bytes` | ... or after this many payload bytes | `16777216` (16 MiB) |
+//! | `epoch_max_ms` | ... or after this many milliseconds | `1000` |
+//! | `fetch_max_bytes` | Fetch request limit | `4194304` (4 MiB) |
+//! | `partition_max_bytes` | Fetch limit per partition, at most `fetch_max_bytes` | `1048576` (1 MiB) |
+//! | `fetch_max_wait_ms` | how long the broker may hold a Fetch waiting for data | `500` |
+//! | `on_malformed` | `fail`, or `dead_letter` to set aside a record that breaks the schema and go on | `fail` |
+//! | `destination_dir` | the embedded destination's directory | `sluice-output` |
+//!
+//! Integer fields take a JSON integer, or a string of digits so that `"${VAR}"` works for them.
+//!
+//! # Rules
+//!
+//! * `${NAME}` in any string value (also inside arrays) is replaced by the environment variable
+//!   `NAME`; an unset variable is an error naming it and the field. `$${` writes a literal `${`.
+//! * Unknown fields are rejected. So are the `tls_ca_file`, `tls_cert_file` and `tls_key_file`
+//!   fields other connectors take: Sluice takes certificates as pasted PEM text.
+//! * Certificate fields need `"tls_enabled": true`; a SASL mechanism needs both credentials, and
+//!   credentials need a mechanism.
+//! * Duplicate keys are rejected (see [`crate::json`]).
+//! * Every rejection names the field and says what to change.
+//!
+//! # Secrets
+//!
+//! `sasl_password` and the PEM fields are held as [`Secret`], whose `Debug` and `Display` print
+//! `<redacted>`. No error message includes a field's value after substitution; values that are
+//! not secret (a broker address, a mechanism name) are quoted as written.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::json::{parse_strict, JsonError};
+
+/// A validated configuration. Build it with [`Config::load`] or [`Config::from_json_str`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub brokers: Vec<BrokerAddress>,
+    pub client_id: String,
+    pub tls: Option<TlsConfig>,
+    pub sasl: Option<SaslConfig>,
+    pub topics: Vec<String>,
+    pub start_position: StartPosition,
+    pub connection_id: Option<String>,
+    pub epoch: EpochLimits,
+    pub fetch: FetchLimits,
+    pub on_malformed: OnMalformed,
+    pub destination_dir: PathBuf,
+}
+
+/// Why a configuration was rejected. `Display` says what to fix; it never contains a secret.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// The file could not be read.
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file is not a JSON object, or has duplicate keys.
+    Json(JsonError),
+    /// A field is wrong; the message names the field and the fix.
+    Invalid { field: String, message: String },
+}
+
+impl ConfigError {
+    /// The field the error is about, when there is one.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    fn invalid(field: &str, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Io { path, error } => write!(
+                f,
+                "cannot read the configuration file {}: {error}; check the path and its permissions",
+                path.display()
+            ),
+            ConfigError::Json(error) => write!(
+                f,
+                "the configuration is not usable: {error}; it must be one JSON object with each field once"
+            ),
+            ConfigError::Invalid { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Text that must not be shown: its `Debug` and `Display` print `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that needs it (the TLS or SASL handshake).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A bootstrap address as written, split into host and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAddress {
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for BrokerAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// TLS is on when this is present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// Private CA certificates; `None` means the system trust store.
+    pub ca_pem: Option<Secret>,
+    /// Client certificate chain and key for mutual TLS.
+    pub client: Option<ClientCertificate>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    pub cert_pem: Secret,
+    pub key_pem: Secret,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// The name Kafka uses in SaslHandshake.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
+}
+
+/// SASL is on when this is present. The username is not secret; the password is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslConfig {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: Secret,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartPosition {
+    Earliest,
+    Latest,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMalformed {
+    Fail,
+    DeadLetter,
+}
+
+/// When continuous mode cuts an epoch: whichever limit is reached first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpochLimits {
+    pub max_records: u64,
+    pub max_bytes: u64,
+    pub max_ms: u64,
+}
+
+/// Fetch request limits. Kafka may still return one oversized first record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchLimits {
+    pub max_bytes: i32,
+    pub partition_max_bytes: i32,
+    pub max_wait_ms: i32,
+}
+
+const KNOWN_FIELDS: &[&str] = &[
+    "brokers",
+    "client_id",
+    "tls_enabled",
+    "tls_ca_pem",
+    "tls_cert_pem",
+    "tls_key_pem",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+    "topics",
+    "start_position",
+    "connection_id",
+    "epoch_max_records",
+    "epoch_max_bytes",
+    "epoch_max_ms",
+    "fetch_max_bytes",
+    "partition_max_bytes",
+    "fetch_max_wait_ms",
+    "on_malformed",
+    "destination_dir",
+];
+
+impl Config {
+    /// Reads and validates the file at `path`, substituting `${VAR}` from the process environment.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        Config::from_json_str(&text, |name| std::env::var(name).ok())
+    }
+
+    /// Validates configuration text; `env_lookup` resolves `${VAR}` (tests pass a map).
+    pub fn from_json_str(
+        text: &str,
+        env_lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let value = parse_strict(text.as_bytes()).map_err(ConfigError::Json)?;
+        let Value::Object(mut fields) = value else {
+            return Err(ConfigError::Json(JsonError::Syntax(
+                "the top level is not an object".to_string(),
+            )));
+        };
+        reject_unknown_fields(&fields)?;
+        for (name, value) in fields.iter_mut() {
+            substitute_in_value(name, value, &env_lookup)?;
+        }
+        let mut fields = Fields(fields);
+
+        let brokers = fields.brokers()?;
+        let client_id = fields
+            .string("client_id")?
+            .unwrap_or_else(|| "sluice".to_string());
+        if client_id.is_empty() {
+            return Err(ConfigError::invalid(
+                "client_id",
+                "`client_id` is empty: remove it to use `sluice`, or give a name",
+            ));
+        }
+        let tls = fields.tls()?;
+        let sasl = fields.sasl()?;
+        let topics = fields.topics()?;
+        let start_position = match fields.string("start_position")?.as_deref() {
+            None | Some("earliest") => StartPosition::Earliest,
+            Some("latest") => StartPosition::Latest,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "start_position",
+                    format!("`start_position` is \"{other}\": use \"earliest\" or \"latest\""),
+                ))
+            }
+        };
+        let connection_id = fields.string("connection_id")?;
+        if let Some(id) = &connection_id {
+            if !is_connection_id(id) {
+                return Err(ConfigError::invalid(
+                    "connection_id",
+                    "`connection_id` must be 1 to 128 characters from A-Z, a-z, 0-9, `.`, `_` and `-`: \
+                     use a stable name, or remove it to have one generated",
+                ));
+            }
+        }
+        let epoch = EpochLimits {
+            max_records: fields.positive("epoch_max_records", 10_000, u64::MAX)?,
+            max_bytes: fields.positive("epoch_max_bytes", 16 << 20, u64::MAX)?,
+            max_ms: fields.positive("epoch_max_ms", 1_000, u64::MAX)?,
+        };
+        let int32 = i32::MAX as u64;
+        let fetch = FetchLimits {
+            max_bytes: fields.positive("fetch_max_bytes", 4 << 20, int32)? as i32,
+            partition_max_bytes: fields.positive("partition_max_bytes", 1 << 20, int32)? as i32,
+            max_wait_ms: fields.positive("fetch_max_wait_ms", 500, int32)? as i32,
+        };
+        if fetch.partition_max_bytes > fetch.max_bytes {
+            return Err(ConfigError::invalid(
+                "partition_max_bytes",
+                format!(
+                    "`partition_max_bytes` ({}) is larger than `fetch_max_bytes` ({}): lower it or raise `fetch_max_bytes`",
+                    fetch.partition_max_bytes, fetch.max_bytes
+                ),
+            ));
+        }
+        let on_malformed = match fields.string("on_malformed")?.as_deref() {
+            None | Some("fail") => OnMalformed::Fail,
+            Some("dead_letter") => OnMalformed::DeadLetter,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "on_malformed",
+                    format!("`on_malformed` is \"{other}\": use \"fail\" or \"dead_letter\""),
+                ))
+            }
+        };
+        let destination_dir = PathBuf::from(
+            fields
+                .string("destination_dir")?
+                .unwrap_or_else(|| "sluice-output".into()),
+        );
+
+        Ok(Config {
+            brokers,
+            client_id,
+            tls,
+            sasl,
+            topics,
+            start_position,
+            connection_id,
+            epoch,
+            fetch,
+            on_malformed,
+            destination_dir,
+        })
+    }
+}
+
+fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError> {
+    for name in fields.keys() {
+        if KNOWN_FIELDS.contains(&name.as_str()) {
+            continue;
+        }
+        let message = match name.as_str() {
+            "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
+                let pem = name.replace("_file", "_pem");
+                format!(
+                    "unknown field `{name}`: Sluice takes certificates as pasted PEM text; put the PEM in `{pem}`"
+                )
+            }
+            _ => format!(
+                "unknown field `{name}`: remove it or fix its spelling; known fields are {}",
+                KNOWN_FIELDS.join(", ")
+            ),
+        };
+        return Err(ConfigError::invalid(name, message));
+    }
+    Ok(())
+}
+
+/// Replaces `${VAR}` in every string inside `value`; `field` names the top-level field.
+fn substitute_in_value(
+    field: &str,
+    value: &mut Value,
+    env_lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    match value {
+        Value::String(text) => *text = substitute(field, text, env_lookup)?,
+        Value::Array(items) => {
+            for item in items {
+                substitute_in_value(field, item, env_lookup)?;
+            }
+        }
+        Value::Object(map) => {
+            for item in map.values_mut() {
+                substitute_in_value(field, item, env_lookup)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn substitute(
+    field: &str,
+    text: &str,
+    env_lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('$') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start..];
+        if let Some(tail) = after.strip_prefix("$${") {
+            out.push_str("${");
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix("${") {
+            let Some(end) = tail.find('}') else {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("`{field}` has a `${{` without a closing `}}`: write `${{NAME}}`, or `$${{` for a literal `${{`"),
+                ));
+            };
+            let name = &tail[..end];
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("`{field}` refers to `${{{name}}}`, which is not a variable name: use letters, digits and `_`"),
+                ));
+            }
+            match env_lookup(name) {
+                Some(value) => out.push_str(&value),
+                None => {
+                    return Err(ConfigError::invalid(
+                        field,
+                        format!("`{field}` refers to the environment variable {name}, which is not set: set it, or write the value into the file"),
+                    ))
+                }
+            }
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = &after[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_connection_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Kafka's own rule for topic names: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.
+pub fn is_valid_topic_name(name: &str) -> bool {
+    (1..=249).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// The top-level fields, taken one by one so each is read once.
+struct Fields(Map<String, Value>);
+
+impl Fields {
+    fn string(&mut self, name: &str) -> Result<Option<String>, ConfigError> {
+        match self.0.remove(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text)),
+            Some(_) => Err(ConfigError::invalid(
+                name,
+                format!("`{name}` must be a string"),
+            )),
+        }
+    }
+
+    fn secret(&mut self, name: &str) -> Result<Option<Secret>, ConfigError> {
+        Ok(self
+            .string(name)?
+            .filter(|text| !text.is_empty())
+            .map(Secret))
+    }
+
+    fn bool(&mut self, name: &str) -> Result<bool, ConfigError> {
+        match self.0.remove(name) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(flag)) => Ok(flag),
+            Some(Value::String(text)) if text == "true" || text == "false" => Ok(text == "true"),
+            Some(_) => Err(ConfigError::invalid(
+                name,
+                format!("`{name}` must be true or false"),
+            )),
+        }
+    }
+
+    /// A positive integer up to `max`, from a JSON integer or a string of digits.
+    fn positive(&mut self, name: &str, default: u64, max: u64) -> Result<u64, ConfigError> {
+        let text = match self.0.remove(name) {
+            None | Some(Value::Null) => return Ok(default),
+            Some(Value::Number(number)) => number.to_string(),
+            Some(Value::String(text)) => text,
+            Some(_) => String::new(),
+        };
+        match text.parse::<u64>() {
+            Ok(n) if n >= 1 && n <= max => Ok(n),
+            _ => Err(ConfigError::invalid(
+                name,
+                format!("`{name}` must be a whole number from 1 to {max}; remove it for the default {default}"),
+            )),
+        }
+    }
+
+    fn string_list(&mut self, name: &str) -> Result<Option<Vec<String>>, ConfigError> {
+        let items = match self.0.remove(name) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Array(items)) => items,
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` must be a list of strings, e.g. [\"a\", \"b\"]"),
+                ))
+            }
+        };
+        items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                _ => Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` must be a list of strings, e.g. [\"a\", \"b\"]"),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    fn brokers(&mut self) -> Result<Vec<BrokerAddress>, ConfigError> {
+        let Some(list) = self.string_list("brokers")? else {
+            return Err(ConfigError::invalid(
+                "brokers",
+                "`brokers` is missing: give the bootstrap addresses, e.g. \"brokers\": [\"localhost:9092\"]",
+            ));
+        };
+        if list.is_empty() {
+            return Err(ConfigError::invalid(
+                "brokers",
+                "`brokers` is empty: give at least one bootstrap address as \"host:port\"",
+            ));
+        }
+        list.iter().map(|text| parse_broker(text)).collect()
+    }
+
+    fn topics(&mut self) -> Result<Vec<String>, ConfigError> {
+        let topics = self.string_list("topics")?.unwrap_or_default();
+        for topic in &topics {
+            if !is_valid_topic_name(topic) {
+                return Err(ConfigError::invalid(
+                    "topics",
+                    format!("`topics` has \"{topic}\", which is not a Kafka topic name: use 1 to 249 characters from A-Z, a-z, 0-9, `.`, `_` and `-`"),
+                ));
+            }
+        }
+        Ok(topics)
+    }
+
+    fn tls(&mut self) -> Result<Option<TlsConfig>, ConfigError> {
+        let enabled = self.bool("tls_enabled")?;
+        let ca_pem = self.secret("tls_ca_pem")?;
+        let cert_pem = self.secret("tls_cert_pem")?;
+        let key_pem = self.secret("tls_key_pem")?;
+        if !enabled {
+            let set = [
+                ("tls_ca_pem", &ca_pem),
+                ("tls_cert_pem", &cert_pem),
+                ("tls_key_pem", &key_pem),
+            ];
+            if let Some((name, _)) = set.iter().find(|(_, value)| value.is_some()) {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` is set but `tls_enabled` is false: set `\"tls_enabled\": true` or remove the certificate fields"),
+                ));
+            }
+            return Ok(None);
+        }
+        if let Some(ca) = &ca_pem {
+            require_pem("tls_ca_pem", ca, "CERTIFICATE-----")?;
+        }
+        let client = match (cert_pem, key_pem) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ConfigError::invalid(
+                    "tls_key_pem",
+                    "`tls_cert_pem` is set but `tls_key_pem` is missing: mutual TLS needs the client certificate chain and its private key; paste both, or remove `tls_cert_pem`",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "tls_cert_pem",
+                    "`tls_key_pem` is set but `tls_cert_pem` is missing: mutual TLS needs the client certificate chain and its private key; paste both, or remove `tls_key_pem`",
+                ))
+            }
+            (Some(cert_pem), Some(key_pem)) => {
+                require_pem("tls_cert_pem", &cert_pem, "CERTIFICATE-----")?;
+                require_pem("tls_key_pem", &key_pem, "PRIVATE KEY-----")?;
+                Some(ClientCertificate { cert_pem, key_pem })
+            }
+        };
+        Ok(Some(TlsConfig { ca_pem, client }))
+    }
+
+    fn sasl(&mut self) -> Result<Option<SaslConfig>, ConfigError> {
+        let mechanism = self.string("sasl_mechanism")?;
+        let username = self
+            .string("sasl_username")?
+            .filter(|name| !name.is_empty());
+        let password = self.secret("sasl_password")?;
+        let mechanism = match mechanism.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            None | Some("NONE") => None,
+            Some("PLAIN") => Some(SaslMechanism::Plain),
+            Some("SCRAM-SHA-256") => Some(SaslMechanism::ScramSha256),
+            Some("SCRAM-SHA-512") => Some(SaslMechanism::ScramSha512),
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    "sasl_mechanism",
+                    format!(
+                        "`sasl_mechanism` is \"{}\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+                        mechanism.unwrap_or_default()
+                    ),
+                ))
+            }
+        };
+        let Some(mechanism) = mechanism else {
+            for name in ["sasl_username", "sasl_password"] {
+                let set = if name == "sasl_username" {
+                    username.is_some()
+                } else {
+                    password.is_some()
+                };
+                if set {
+                    return Err(ConfigError::invalid(
+                        name,
+                        format!("`{name}` is set but `sasl_mechanism` is none: set `sasl_mechanism` to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, or remove the credentials"),
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        let missing = |name: &str| {
+            ConfigError::invalid(
+                name,
+                format!("`sasl_mechanism` is {} but `{name}` is missing: add `{name}` (e.g. \"${{KAFKA_{}}}\")", mechanism.name(), if name == "sasl_username" { "USERNAME" } else { "PASSWORD" }),
+            )
+        };
+        let username = username.ok_or_else(|| missing("sasl_username"))?;
+        let password = password.ok_or_else(|| missing("sasl_password"))?;
+        Ok(Some(SaslConfig {
+            mechanism,
+            username,
+            password,
+        }))
+    }
+}
+
+fn parse_broker(text: &str) -> Result<BrokerAddress, ConfigError> {
+    let invalid = || {
+        ConfigError::invalid(
+            "brokers",
+            format!("`brokers` has \"{text}\", which is not host:port: write it like \"kafka-1:9092\" (IPv6 as \"[::1]:9092\")"),
+        )
+    };
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, port) = rest.split_once("]:").ok_or_else(invalid)?;
+        (host, port)
+    } else {
+        let (host, port) = text.rsplit_once(':').ok_or_else(invalid)?;
+        if host.contains(':') {
+            return Err(invalid());
+        }
+        (host, port)
+    };
+    let port: u16 = port.parse().map_err(|_| invalid())?;
+    if host.is_empty() || port == 0 || host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(invalid());
+    }
+    Ok(BrokerAddress {
+        host: host.to_string(),
+        port,
+    })
+}
+
+fn require_pem(field: &str, pem: &Secret, label_end: &str) -> Result<(), ConfigError> {
+    let text = pem.expose();
+    if text.contains("-----BEGIN ") && text.contains(label_end) {
+        Ok(())
+    } else {
+        Err(ConfigError::invalid(
+            field,
+            format!("`{field}` does not look like PEM text (no `-----BEGIN ...{label_end}` block): paste the whole PEM file content, newlines included (as \\n in JSON)"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CERT: &str = "-----BEGIN CERTIFICATE-----\\nMIIBcert\\n-----END CERTIFICATE-----\\n";
+    const KEY: &str =
+        "-----BEGIN PRIVATE KEY-----\\nTOPSECRETKEYBYTES\\n-----END PRIVATE KEY-----\\n";
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_json_str(text, no_env)
+    }
+
+    fn rejection(text: &str) -> String {
+        match parse(text) {
+            Ok(config) => panic!("accepted: {config:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn minimal_config_takes_the_defaults() {
+        let config = parse(r#"{"brokers": ["localhost:9092"]}"#).unwrap();
+        assert_eq!(
+            config.brokers,
+            vec![BrokerAddress {
+                host: "localhost".into(),
+                port: 9092
+            }]
+        );
+        assert_eq!(config.client_id, "sluice");
+        assert_eq!(config.tls, None);
+        assert_eq!(config.sasl, None);
+        assert!(config.topics.is_empty());
+        assert_eq!(config.start_position, StartPosition::Earliest);
+        assert_eq!(config.connection_id, None);
+        assert_eq!(
+            config.fetch,
+            FetchLimits {
+                max_bytes: 4 << 20,
+                partition_max_bytes: 1 << 20,
+                max_wait_ms: 500
+            }
+        );
+        assert_eq!(
+            config.epoch,
+            EpochLimits {
+                max_records: 10_000,
+                max_bytes: 16 << 20,
+                max_ms: 1000
+            }
+        );
+        assert_eq!(config.on_malformed, OnMalformed::Fail);
+        assert_eq!(config.destination_dir, PathBuf::from("sluice-output"));
+    }
+
+    #[test]
+    fn full_config_with_environment_substitution() {
+        let text = format!(
+            r#"{{"brokers": ["${{HOST}}:9093", "[::1]:9094"], "client_id": "etl",
+                "tls_enabled": true, "tls_ca_pem": "{CERT}", "tls_cert_pem": "{CERT}", "tls_key_pem": "{KEY}",
+                "sasl_mechanism": "scram-sha-512", "sasl_username": "svc", "sasl_password": "${{PW}}",
+                "topics": ["orders", "customers"], "start_position": "latest", "connection_id": "conn-1",
+                "epoch_max_records": "${{RECORDS}}", "epoch_max_bytes": 1000, "epoch_max_ms": 250,
+                "fetch_max_bytes": 2000, "partition_max_bytes": 1000, "fetch_max_wait_ms": 100,
+                "on_malformed": "dead_letter", "destination_dir": "/tmp/out-$${{literal}}"}}"#
+        );
+        let env = |name: &str| match name {
+            "HOST" => Some("kafka-1".to_string()),
+            "PW" => Some("s3cr3t-pw".to_string()),
+            "RECORDS" => Some("77".to_string()),
+            _ => None,
+        };
+        let config = Config::from_json_str(&text, env).unwrap();
+        assert_eq!(config.brokers[0].to_string(), "kafka-1:9093");
+        assert_eq!(
+            config.brokers[1],
+            BrokerAddress {
+                host: "::1".into(),
+                port: 9094
+            }
+        );
+        let sasl = config.sasl.as_ref().unwrap();
+        assert_eq!(sasl.mechanism, SaslMechanism::ScramSha512);
+        assert_eq!(sasl.password.expose(), "s3cr3t-pw");
+        let tls = config.tls.as_ref().unwrap();
+        assert!(tls
+            .client
+            .as_ref()
+            .unwrap()
+            .key_pem
+            .expose()
+            .contains("TOPSECRETKEYBYTES"));
+        assert_eq!(config.epoch.max_records, 77);
+        assert_eq!(config.start_position, StartPosition::Latest);
+        assert_eq!(config.on_malformed, OnMalformed::DeadLetter);
+        assert_eq!(config.destination_dir, PathBuf::from("/tmp/out-${literal}"));
+
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("s3cr3t-pw"), "{debug}");
+        assert!(!debug.contains("TOPSECRETKEYBYTES"), "{debug}");
+        assert!(debug.contains("<redacted>"), "{debug}");
+        assert!(debug.contains("svc"), "the username is not secret: {debug}");
+    }
+
+    #[test]
+    fn file_fields_point_to_the_pem_fields() {
+        assert_eq!(
+            rejection(r#"{"brokers": ["a:1"], "tls_enabled": true, "tls_ca_file": "/etc/ca.pem"}"#),
+            "unknown field `tls_ca_file`: Sluice takes certificates as pasted PEM text; put the PEM in `tls_ca_pem`"
+        );
+        assert_eq!(
+            rejection(r#"{"brokers": ["a:1"], "tls_key_file": "/k"}"#),
+            "unknown field `tls_key_file`: Sluice takes certificates as pasted PEM text; put the PEM in `tls_key_pem`"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let message = rejection(r#"{"brokers": ["a:1"], "bootstrap_servers": "a:1"}"#);
+        assert!(
+            message.starts_with("unknown field `bootstrap_servers`: remove it or fix its spelling"),
+            "{message}"
+        );
+        assert!(message.contains("brokers, client_id"), "{message}");
+    }
+
+    #[test]
+    fn certificates_need_tls_enabled() {
+        let text =
+            format!(r#"{{"brokers": ["a:1"], "tls_cert_pem": "{CERT}", "tls_key_pem": "{KEY}"}}"#);
+        let message = rejection(&text);
+        assert_eq!(
+            message,
+            "`tls_cert_pem` is set but `tls_enabled` is false: set `\"tls_enabled\": true` or remove the certificate fields"
+        );
+        assert!(!message.contains("TOPSECRET"));
+    }
+
+    #[test]
+    fn client_certificate_and_key_come_together_and_must_be_pem() {
+        let text =
+            format!(r#"{{"brokers": ["a:1"], "tls_enabled": true, "tls_cert_pem": "{CERT}"}}"#);
+        assert!(rejection(&text).starts_with("`tls_cert_pem` is set but `tls_key_pem` is missing"));
+        let text = r#"{"brokers": ["a:1"], "tls_enabled": true, "tls_ca_pem": "/etc/ssl/ca.pem"}"#;
+        assert!(rejection(text).starts_with("`tls_ca_pem` does not look like PEM text"));
+        let text = format!(
+            r#"{{"brokers": ["a:1"], "tls_enabled": true, "tls_cert_pem": "{CERT}", "tls_key_pem": "NOTPEMSECRET"}}"#
+        );
+        let message = rejection(&text);
+        assert!(
+            message.starts_with("`tls_key_pem` does not look like PEM text"),
+            "{message}"
+        );
+        assert!(!message.contains("NOTPEMSECRET"), "{message}");
+    }
+
+    #[test]
+    fn sasl_mechanism_needs_credentials() {
+        assert_eq!(
+            rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "SCRAM-SHA-256", "sasl_username": "u"}"#),
+            "`sasl_mechanism` is SCRAM-SHA-256 but `sasl_password` is missing: add `sasl_password` (e.g. \"${KAFKA_PASSWORD}\")"
+        );
+        assert_eq!(
+            rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "PLAIN", "sasl_password": "pw"}"#),
+            "`sasl_mechanism` is PLAIN but `sasl_username` is missing: add `sasl_username` (e.g. \"${KAFKA_USERNAME}\")"
+        );
+        let message = rejection(r#"{"brokers": ["a:1"], "sasl_password": "hunter2"}"#);
+        assert!(
+            message.starts_with("`sasl_password` is set but `sasl_mechanism` is none"),
+            "{message}"
+        );
+        assert!(!message.contains("hunter2"));
+        assert_eq!(
+            rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "GSSAPI"}"#),
+            "`sasl_mechanism` is \"GSSAPI\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+        );
+    }
+
+    #[test]
+    fn unset_environment_variable_is_named_with_its_field() {
+        assert_eq!(
+            rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": "${KAFKA_PW}"}"#),
+            "`sasl_password` refers to the environment variable KAFKA_PW, which is not set: set it, or write the value into the file"
+        );
+        assert!(rejection(r#"{"brokers": ["${HOST"]}"#)
+            .starts_with("`brokers` has a `${` without a closing `}`"));
+    }
+
+    #[test]
+    fn brokers_must_be_a_nonempty_list_of_host_port() {
+        assert!(rejection(r#"{}"#).starts_with("`brokers` is missing"));
+        assert!(rejection(r#"{"brokers": []}"#).starts_with("`brokers` is empty"));
+        for bad in [
+            "localhost",
+            "localhost:",
+            ":9092",
+            "host:99999",
+            "::1:9092",
+            "host:0",
+        ] {
+            let message = rejection(&format!(r#"{{"brokers": ["{bad}"]}}"#));
+            assert_eq!(
+                message,
+                format!("`brokers` has \"{bad}\", which is not host:port: write it like \"kafka-1:9092\" (IPv6 as \"[::1]:9092\")")
+            );
+        }
+    }
+
+    #[test]
+    fn other_field_checks() {
+        assert!(
+            rejection(r#"{"brokers": ["a:1"], "start_position": "beginning"}"#)
+                .starts_with("`start_position` is \"beginning\": use \"earliest\" or \"latest\"")
+        );
+        assert!(rejection(r#"{"brokers": ["a:1"], "on_malformed": "skip"}"#)
+            .starts_with("`on_malformed` is \"skip\""));
+        assert!(rejection(r#"{"brokers": ["a:1"], "fetch_max_bytes": 0}"#)
+            .starts_with("`fetch_max_bytes` must be a whole number from 1 to 2147483647"));
+        assert!(
+            rejection(r#"{"brokers": ["a:1"], "partition_max_bytes": 8388608}"#).starts_with(
+                "`partition_max_bytes` (8388608) is larger than `fetch_max_bytes` (4194304)"
+            )
+        );
+        assert!(
+            rejection(r#"{"brokers": ["a:1"], "topics": ["ok", "no/slash"]}"#)
+                .starts_with("`topics` has \"no/slash\", which is not a Kafka topic name")
+        );
+        assert!(
+            rejection(r#"{"brokers": ["a:1"], "connection_id": "has space"}"#)
+                .starts_with("`connection_id` must be 1 to 128 characters")
+        );
+        assert!(rejection(r#"{"brokers": ["a:1"], "brokers": ["b:2"]}"#)
+            .contains("duplicate JSON key `brokers`"));
+    }
+
+    #[test]
+    fn secret_prints_redacted() {
+        let secret = Secret::new("pw");
+        assert_eq!(format!("{secret} {secret:?}"), "<redacted> <redacted>");
+    }
+
+    #[test]
+    fn load_names_the_missing_file() {
+        let error = Config::load(Path::new("/nonexistent/sluice.json")).unwrap_err();
+        assert!(error
+            .to_string()
+            .starts_with("cannot read the configuration file /nonexistent/sluice.json"));
+    }
+}

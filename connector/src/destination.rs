@@ -1,0 +1,1416 @@
+//! Where rows go, and where progress is certified: the [`Destination`] trait and the embedded
+//! default, [`LocalDirectory`].
+//!
+//! # The trait
+//!
+//! A run of one topic is: [`Destination::begin_run`] (returns the certified positions to resume
+//! from), then any number of [`Destination::write_epoch`] (one partition, offsets
+//! `[first, last]`, written as one unit) each followed by [`Destination::certify`], then
+//! [`Destination::finish_run`]. The schema is stored with [`Destination::write_schema`] once the
+//! first record fixed it. Initial frontiers (idle partitions included) are certified before any
+//! record is read, by calling `certify` right after `begin_run`. A Postgres destination is meant
+//! to implement the same trait with a transaction per epoch.
+//!
+//! # Layout of a [`LocalDirectory`]
+//!
+//! ```text
+//! <dest>/_sluice/checkpoints.json                 the certificate store (see below)
+//! <dest>/<topic>/schema.json                      Schema::to_json of the current output
+//! <dest>/<topic>/segments/p<partition>-<first>-<last>.jsonl          continuous epochs
+//! <dest>/<topic>/segments/r<run>-p<partition>-<first>-<last>.jsonl   bounded run <run>'s epochs
+//! <dest>/<topic>/dead_letters/<same names as segments>              records set aside
+//! ```
+//!
+//! Offsets are zero-padded to 20 digits and runs to 10, so names sort by position. A topic named
+//! `_sluice` is refused (it would be the store's directory). The dead letters of an epoch get
+//! their own file named like the segment, instead of one growing file per topic, so that a
+//! replayed epoch overwrites them just like its rows and nothing is set aside twice.
+//!
+//! The store holds, per topic, the continuous checkpoints (incarnation + per-partition
+//! [`NextOffset`]) and the latest bounded run (its number, write policy, whether it finished,
+//! and its own checkpoints). Bounded runs never touch the continuous checkpoints.
+//!
+//! # Crash safety, step by step
+//!
+//! Every file (segment, dead letters, schema, store) is written the same way: write a temporary
+//! `.<name>.tmp` in the same directory, flush, fsync the file, rename it over the final name,
+//! fsync the directory. A reader therefore sees the old file or the new one, never a part.
+//!
+//! **Continuous runs.** An epoch is written (dead letters, then rows), and only after its renames
+//! are durable is the store updated with `next_offset = last + 1`. A crash can land:
+//!
+//! 1. before the segment's rename: only a `.tmp` file exists; the next `begin_run` deletes it;
+//! 2. after the rename, before the store update: the segment exists but is not certified. The
+//!    rerun resumes from the older checkpoint and may cut the epoch differently (`[10..25]`
+//!    instead of `[10..30]`), so a same-name overwrite is not enough. Therefore `begin_run`
+//!    deletes every continuous segment of a partition whose first offset is at or beyond the
+//!    certified `next_offset` (and all segments of a partition with no checkpoint) before
+//!    anything is read. Certification always moves to a segment's `last + 1`, so a segment never
+//!    straddles the checkpoint; one that does is reported, not guessed at;
+//! 3. after the store update: the epoch is committed; the rerun starts after it.
+//!
+//! In every case each committed record is in exactly one segment after the rerun.
+//!
+//! **Bounded runs** are all or nothing per topic. `begin_run` (1) finishes what an interrupted
+//! earlier bounded run left: deletes its segments and, if it was a `replace` run, completes its
+//! clearing; (2) records the new run (number, policy, unfinished) in the store; (3) for `replace`,
+//! deletes all earlier output of the topic (every segment, dead letter and the schema). Step 1
+//! happens before step 2 so that a crash between them cannot orphan the old run's files under a
+//! newer run number; step 3 after step 2 so that an interrupted clearing is known and completed
+//! by step 1 of the next start. `finish_run` marks the run finished; from then on its segments are
+//! committed output. A bounded `append` run adds a new run's segments, so (as with Filament)
+//! rereading the retained log duplicates earlier runs' records by design.
+//!
+//! One process writes a destination directory at a time; nothing enforces that yet.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs::{self, File};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{Incarnation, IncarnationMismatch, Mode, NextOffset};
+use crate::config::is_valid_topic_name;
+use crate::rows::{DeadLetter, Row, Schema};
+
+/// A destination for rows and certificates. See the module docs for the call order.
+pub trait Destination {
+    /// The stable source connection id: `configured` if given, else the one stored on first use.
+    fn connection_id(&mut self, configured: Option<&str>) -> Result<String, DestinationError>;
+
+    /// Starts a run of `topic`, cleaning up what an interrupted run left, and returns the certified
+    /// positions to resume from (always empty for a bounded run, which reads its whole window).
+    fn begin_run(
+        &mut self,
+        topic: &str,
+        kind: RunKind,
+        incarnation: &Incarnation,
+    ) -> Result<BTreeMap<i32, NextOffset>, DestinationError>;
+
+    /// Stores the schema the first record fixed.
+    fn write_schema(&mut self, topic: &str, schema: &Schema) -> Result<(), DestinationError>;
+
+    /// Durably writes one epoch of one partition as a unit; a replay of the same epoch overwrites it.
+    fn write_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError>;
+
+    /// Certifies positions of the current run; only after the epochs they cover are written.
+    fn certify(
+        &mut self,
+        topic: &str,
+        positions: &BTreeMap<i32, NextOffset>,
+    ) -> Result<(), DestinationError>;
+
+    /// Ends the run; a bounded run's output is committed from here on.
+    fn finish_run(&mut self, topic: &str) -> Result<(), DestinationError>;
+
+    /// The certified checkpoints of `topic` in `mode` (for bounded: of its latest run).
+    fn checkpoints(
+        &self,
+        mode: Mode,
+        topic: &str,
+    ) -> Result<Option<CertifiedCheckpoints>, DestinationError>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    Append,
+    Replace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    Bounded(WritePolicy),
+    Continuous,
+}
+
+impl RunKind {
+    pub fn mode(self) -> Mode {
+        match self {
+            RunKind::Bounded(_) => Mode::Bounded,
+            RunKind::Continuous => Mode::Continuous,
+        }
+    }
+}
+
+/// The rows of one partition over offsets `[first_offset, last_offset]`. The range is the
+/// fetched range and may be wider than the rows (compaction and transaction markers leave gaps).
+#[derive(Debug, Clone, Copy)]
+pub struct Epoch<'a> {
+    pub partition: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub rows: &'a [Row],
+    pub dead_letters: &'a [DeadLetter],
+}
+
+/// Checkpoints and the incarnation they belong to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertifiedCheckpoints {
+    pub incarnation: Incarnation,
+    pub partitions: BTreeMap<i32, NextOffset>,
+}
+
+/// Why the destination could not do its part. `Display` names the path or topic and the remedy.
+#[derive(Debug)]
+pub enum DestinationError {
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        error: io::Error,
+    },
+    CorruptStore {
+        path: PathBuf,
+        detail: String,
+    },
+    Incarnation(Box<IncarnationMismatch>),
+    InvalidTopic {
+        topic: String,
+    },
+    NoActiveRun {
+        topic: String,
+    },
+    SchemaChanged {
+        topic: String,
+        path: PathBuf,
+    },
+    CheckpointRegression {
+        topic: String,
+        partition: i32,
+        certified: i64,
+        requested: i64,
+    },
+    SegmentStraddlesCheckpoint {
+        path: PathBuf,
+        next_offset: i64,
+    },
+    InvalidEpoch {
+        topic: String,
+        detail: String,
+    },
+}
+
+impl fmt::Display for DestinationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DestinationError::Io { action, path, error } => write!(
+                f,
+                "cannot {action} {}: {error}; check that the destination directory exists, is writable and has free space",
+                path.display()
+            ),
+            DestinationError::CorruptStore { path, detail } => write!(
+                f,
+                "the checkpoint store {} is not readable ({detail}); restore it from a backup, or use a new destination directory",
+                path.display()
+            ),
+            DestinationError::Incarnation(mismatch) => write!(f, "{mismatch}"),
+            DestinationError::InvalidTopic { topic } => write!(
+                f,
+                "topic \"{topic}\" cannot be written to a directory destination: names must be Kafka topic names and `_sluice` is reserved for the checkpoint store"
+            ),
+            DestinationError::NoActiveRun { topic } => write!(
+                f,
+                "no run of topic {topic} is in progress: call begin_run first (this is a bug in the caller)"
+            ),
+            DestinationError::SchemaChanged { topic, path } => write!(
+                f,
+                "topic {topic}'s schema differs from the one its output in {} was written with; run a bounded `replace` read, or use a new destination directory",
+                path.display()
+            ),
+            DestinationError::CheckpointRegression { topic, partition, certified, requested } => write!(
+                f,
+                "topic {topic} partition {partition}: certifying next offset {requested} would move back from the certified {certified} (this is a bug in the caller)"
+            ),
+            DestinationError::SegmentStraddlesCheckpoint { path, next_offset } => write!(
+                f,
+                "segment {} straddles the certified next offset {next_offset}, which Sluice never writes; the directory was changed by hand: remove the segment or use a new destination directory",
+                path.display()
+            ),
+            DestinationError::InvalidEpoch { topic, detail } => {
+                write!(f, "topic {topic}: invalid epoch ({detail}; this is a bug in the caller)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for DestinationError {}
+
+impl From<Box<IncarnationMismatch>> for DestinationError {
+    fn from(mismatch: Box<IncarnationMismatch>) -> Self {
+        DestinationError::Incarnation(mismatch)
+    }
+}
+
+/// The embedded default destination: a directory. See the module docs.
+#[derive(Debug)]
+pub struct LocalDirectory {
+    root: PathBuf,
+    active: HashMap<String, ActiveRun>,
+}
+
+#[derive(Debug, Clone)]
+struct ActiveRun {
+    kind: RunKind,
+    /// The bounded run number; `None` for continuous.
+    run: Option<u64>,
+    incarnation: Incarnation,
+}
+
+/// `<dest>/_sluice/checkpoints.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Store {
+    format: String,
+    version: u32,
+    connection_id: Option<String>,
+    topics: BTreeMap<String, TopicState>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicState {
+    continuous: Option<CertifiedCheckpoints>,
+    bounded: Option<BoundedRun>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoundedRun {
+    run: u64,
+    policy: WritePolicy,
+    finished: bool,
+    checkpoints: CertifiedCheckpoints,
+}
+
+const STORE_FORMAT: &str = "sluice.checkpoints";
+const STORE_VERSION: u32 = 0;
+
+impl LocalDirectory {
+    /// Opens (creating if needed) the destination directory `root`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, DestinationError> {
+        let root = root.into();
+        ensure_dir(&root.join("_sluice"))?;
+        Ok(LocalDirectory {
+            root,
+            active: HashMap::new(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn store_path(&self) -> PathBuf {
+        self.root.join("_sluice").join("checkpoints.json")
+    }
+
+    fn topic_dir(&self, topic: &str) -> PathBuf {
+        self.root.join(topic)
+    }
+
+    fn load_store(&self) -> Result<Store, DestinationError> {
+        let path = self.store_path();
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return Ok(Store {
+                    format: STORE_FORMAT.into(),
+                    version: STORE_VERSION,
+                    ..Store::default()
+                })
+            }
+            Err(error) => {
+                return Err(DestinationError::Io {
+                    action: "read",
+                    path,
+                    error,
+                })
+            }
+        };
+        let store: Store =
+            serde_json::from_slice(&bytes).map_err(|error| DestinationError::CorruptStore {
+                path: path.clone(),
+                detail: error.to_string(),
+            })?;
+        if store.format != STORE_FORMAT || store.version != STORE_VERSION {
+            return Err(DestinationError::CorruptStore {
+                path,
+                detail: format!(
+                    "format {} version {} is not {STORE_FORMAT} version {STORE_VERSION}",
+                    store.format, store.version
+                ),
+            });
+        }
+        Ok(store)
+    }
+
+    fn save_store(&self, store: &Store) -> Result<(), DestinationError> {
+        let mut bytes = serde_json::to_vec_pretty(store)
+            .unwrap_or_else(|_| unreachable!("the store always serialises"));
+        bytes.push(b'\n');
+        write_atomically(&self.store_path(), &bytes)
+    }
+
+    fn active(&self, topic: &str) -> Result<ActiveRun, DestinationError> {
+        self.active
+            .get(topic)
+            .cloned()
+            .ok_or_else(|| DestinationError::NoActiveRun {
+                topic: topic.to_string(),
+            })
+    }
+
+    /// Deletes the files in `<topic>/segments` and `<topic>/dead_letters` that `doomed` selects,
+    /// and every leftover temporary file there.
+    fn delete_files(
+        &self,
+        topic: &str,
+        mut doomed: impl FnMut(&Path, &SegmentName) -> Result<bool, DestinationError>,
+    ) -> Result<(), DestinationError> {
+        for sub in ["segments", "dead_letters"] {
+            let dir = self.topic_dir(topic).join(sub);
+            let entries = match fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(error) => {
+                    return Err(DestinationError::Io {
+                        action: "list",
+                        path: dir,
+                        error,
+                    })
+                }
+            };
+            let mut deleted = false;
+            for entry in entries {
+                let entry = entry.map_err(|error| DestinationError::Io {
+                    action: "list",
+                    path: dir.clone(),
+                    error,
+                })?;
+                let path = entry.path();
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let delete = if name.starts_with('.') && name.ends_with(".tmp") {
+                    true
+                } else if let Some(parsed) = SegmentName::parse(&name) {
+                    doomed(&path, &parsed)?
+                } else {
+                    false
+                };
+                if delete {
+                    fs::remove_file(&path).map_err(|error| DestinationError::Io {
+                        action: "delete",
+                        path: path.clone(),
+                        error,
+                    })?;
+                    deleted = true;
+                }
+            }
+            if deleted {
+                sync_dir(&dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn clear_topic_output(&self, topic: &str) -> Result<(), DestinationError> {
+        self.delete_files(topic, |_, _| Ok(true))?;
+        let schema = self.topic_dir(topic).join("schema.json");
+        match fs::remove_file(&schema) {
+            Ok(()) => sync_dir(&self.topic_dir(topic)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(DestinationError::Io {
+                action: "delete",
+                path: schema,
+                error,
+            }),
+        }
+    }
+}
+
+impl Destination for LocalDirectory {
+    fn connection_id(&mut self, configured: Option<&str>) -> Result<String, DestinationError> {
+        if let Some(id) = configured {
+            return Ok(id.to_string());
+        }
+        let mut store = self.load_store()?;
+        if let Some(id) = &store.connection_id {
+            return Ok(id.clone());
+        }
+        let id = generate_connection_id();
+        store.connection_id = Some(id.clone());
+        self.save_store(&store)?;
+        Ok(id)
+    }
+
+    fn begin_run(
+        &mut self,
+        topic: &str,
+        kind: RunKind,
+        incarnation: &Incarnation,
+    ) -> Result<BTreeMap<i32, NextOffset>, DestinationError> {
+        if !is_valid_topic_name(topic) || topic == "_sluice" {
+            return Err(DestinationError::InvalidTopic {
+                topic: topic.to_string(),
+            });
+        }
+        let mut store = self.load_store()?;
+        let state = store.topics.entry(topic.to_string()).or_default();
+        let (positions, run) = match kind {
+            RunKind::Continuous => {
+                let positions = match &state.continuous {
+                    Some(stored) => {
+                        stored.incarnation.check_same(topic, incarnation)?;
+                        stored.partitions.clone()
+                    }
+                    None => BTreeMap::new(),
+                };
+                // Step 2 of the crash-safety argument: drop uncertified continuous segments.
+                self.delete_files(topic, |path, name| {
+                    if name.run.is_some() {
+                        return Ok(false);
+                    }
+                    match positions.get(&name.partition) {
+                        None => Ok(true),
+                        Some(&NextOffset(next)) if name.first >= next => Ok(true),
+                        Some(&NextOffset(next)) if name.last < next => Ok(false),
+                        Some(&NextOffset(next)) => {
+                            Err(DestinationError::SegmentStraddlesCheckpoint {
+                                path: path.to_path_buf(),
+                                next_offset: next,
+                            })
+                        }
+                    }
+                })?;
+                (positions, None)
+            }
+            RunKind::Bounded(policy) => {
+                // Step 1: finish what an interrupted bounded run left, before recording a new one.
+                let previous = state
+                    .bounded
+                    .as_ref()
+                    .map(|b| (b.run, b.policy, b.finished));
+                if let Some((previous_run, previous_policy, false)) = previous {
+                    if previous_policy == WritePolicy::Replace {
+                        self.clear_topic_output(topic)?;
+                    } else {
+                        self.delete_files(topic, |_, name| Ok(name.run == Some(previous_run)))?;
+                    }
+                }
+                // Step 2: record the new run.
+                let run = previous.map_or(1, |(number, _, _)| number + 1);
+                let state = store.topics.entry(topic.to_string()).or_default();
+                state.bounded = Some(BoundedRun {
+                    run,
+                    policy,
+                    finished: false,
+                    checkpoints: CertifiedCheckpoints {
+                        incarnation: incarnation.clone(),
+                        partitions: BTreeMap::new(),
+                    },
+                });
+                self.save_store(&store)?;
+                // Step 3: clear earlier output for `replace`.
+                if policy == WritePolicy::Replace {
+                    self.clear_topic_output(topic)?;
+                }
+                (BTreeMap::new(), Some(run))
+            }
+        };
+        self.active.insert(
+            topic.to_string(),
+            ActiveRun {
+                kind,
+                run,
+                incarnation: incarnation.clone(),
+            },
+        );
+        Ok(positions)
+    }
+
+    fn write_schema(&mut self, topic: &str, schema: &Schema) -> Result<(), DestinationError> {
+        self.active(topic)?;
+        let dir = self.topic_dir(topic);
+        ensure_dir(&dir)?;
+        let path = dir.join("schema.json");
+        let json = schema.to_json();
+        match fs::read(&path) {
+            Ok(existing) => {
+                let same = serde_json::from_slice::<serde_json::Value>(&existing).ok()
+                    == Some(json.clone());
+                return if same {
+                    Ok(())
+                } else {
+                    Err(DestinationError::SchemaChanged {
+                        topic: topic.to_string(),
+                        path,
+                    })
+                };
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(DestinationError::Io {
+                    action: "read",
+                    path,
+                    error,
+                })
+            }
+        }
+        let mut bytes = serde_json::to_vec_pretty(&json)
+            .unwrap_or_else(|_| unreachable!("a Value always serialises"));
+        bytes.push(b'\n');
+        write_atomically(&path, &bytes)
+    }
+
+    fn write_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
+        let active = self.active(topic)?;
+        let invalid = |detail: String| DestinationError::InvalidEpoch {
+            topic: topic.to_string(),
+            detail,
+        };
+        if epoch.first_offset < 0 || epoch.first_offset > epoch.last_offset {
+            return Err(invalid(format!(
+                "offsets [{}, {}]",
+                epoch.first_offset, epoch.last_offset
+            )));
+        }
+        let coordinates = epoch
+            .rows
+            .iter()
+            .map(|row| (row.partition, row.offset))
+            .chain(
+                epoch
+                    .dead_letters
+                    .iter()
+                    .map(|letter| (letter.partition, letter.offset)),
+            );
+        for (partition, offset) in coordinates {
+            if partition != epoch.partition
+                || offset < epoch.first_offset
+                || offset > epoch.last_offset
+            {
+                return Err(invalid(format!(
+                    "record at partition {partition} offset {offset} is outside partition {} offsets [{}, {}]",
+                    epoch.partition, epoch.first_offset, epoch.last_offset
+                )));
+            }
+        }
+        let name = SegmentName {
+            run: active.run,
+            partition: epoch.partition,
+            first: epoch.first_offset,
+            last: epoch.last_offset,
+        }
+        .to_string();
+        // Dead letters first: once the rows are in place, everything of the epoch is.
+        if !epoch.dead_letters.is_empty() {
+            let dir = self.topic_dir(topic).join("dead_letters");
+            ensure_dir(&dir)?;
+            let lines = epoch.dead_letters.iter().map(DeadLetter::to_json_line);
+            write_atomically(&dir.join(&name), &join_lines(lines))?;
+        }
+        if !epoch.rows.is_empty() {
+            let dir = self.topic_dir(topic).join("segments");
+            ensure_dir(&dir)?;
+            write_atomically(
+                &dir.join(&name),
+                &join_lines(epoch.rows.iter().map(Row::to_json_line)),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn certify(
+        &mut self,
+        topic: &str,
+        positions: &BTreeMap<i32, NextOffset>,
+    ) -> Result<(), DestinationError> {
+        let active = self.active(topic)?;
+        let mut store = self.load_store()?;
+        let state = store.topics.entry(topic.to_string()).or_default();
+        let checkpoints = match active.kind {
+            RunKind::Continuous => state
+                .continuous
+                .get_or_insert_with(|| CertifiedCheckpoints {
+                    incarnation: active.incarnation.clone(),
+                    partitions: BTreeMap::new(),
+                }),
+            RunKind::Bounded(_) => match &mut state.bounded {
+                Some(bounded) if Some(bounded.run) == active.run => &mut bounded.checkpoints,
+                _ => {
+                    return Err(DestinationError::NoActiveRun {
+                        topic: topic.to_string(),
+                    })
+                }
+            },
+        };
+        checkpoints
+            .incarnation
+            .check_same(topic, &active.incarnation)?;
+        for (&partition, &next) in positions {
+            if let Some(&certified) = checkpoints.partitions.get(&partition) {
+                if next < certified {
+                    return Err(DestinationError::CheckpointRegression {
+                        topic: topic.to_string(),
+                        partition,
+                        certified: certified.0,
+                        requested: next.0,
+                    });
+                }
+            }
+            checkpoints.partitions.insert(partition, next);
+        }
+        self.save_store(&store)
+    }
+
+    fn finish_run(&mut self, topic: &str) -> Result<(), DestinationError> {
+        let active = self.active(topic)?;
+        if let RunKind::Bounded(_) = active.kind {
+            let mut store = self.load_store()?;
+            match store
+                .topics
+                .get_mut(topic)
+                .and_then(|state| state.bounded.as_mut())
+            {
+                Some(bounded) if Some(bounded.run) == active.run => bounded.finished = true,
+                _ => {
+                    return Err(DestinationError::NoActiveRun {
+                        topic: topic.to_string(),
+                    })
+                }
+            }
+            self.save_store(&store)?;
+        }
+        self.active.remove(topic);
+        Ok(())
+    }
+
+    fn checkpoints(
+        &self,
+        mode: Mode,
+        topic: &str,
+    ) -> Result<Option<CertifiedCheckpoints>, DestinationError> {
+        let store = self.load_store()?;
+        let Some(state) = store.topics.get(topic) else {
+            return Ok(None);
+        };
+        Ok(match mode {
+            Mode::Continuous => state.continuous.clone(),
+            Mode::Bounded => state
+                .bounded
+                .as_ref()
+                .map(|bounded| bounded.checkpoints.clone()),
+        })
+    }
+}
+
+/// A segment (or dead-letter) file name: `[r<run>-]p<partition>-<first>-<last>.jsonl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SegmentName {
+    run: Option<u64>,
+    partition: i32,
+    first: i64,
+    last: i64,
+}
+
+impl fmt::Display for SegmentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(run) = self.run {
+            write!(f, "r{run:010}-")?;
+        }
+        write!(
+            f,
+            "p{}-{:020}-{:020}.jsonl",
+            self.partition, self.first, self.last
+        )
+    }
+}
+
+impl SegmentName {
+    fn parse(name: &str) -> Option<SegmentName> {
+        let stem = name.strip_suffix(".jsonl")?;
+        let (run, rest) = match stem.strip_prefix('r') {
+            Some(rest) => {
+                let (run, rest) = rest.split_once('-')?;
+                (Some(run.parse().ok()?), rest)
+            }
+            None => (None, stem),
+        };
+        let mut parts = rest.strip_prefix('p')?.split('-');
+        let partition = parts.next()?.parse().ok()?;
+        let first = parts.next()?.parse().ok()?;
+        let last = parts.next()?.parse().ok()?;
+        parts.next().is_none().then_some(SegmentName {
+            run,
+            partition,
+            first,
+            last,
+        })
+    }
+}
+
+fn join_lines(lines: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in lines {
+        out.extend_from_slice(&line);
+        out.push(b'\n');
+    }
+    out
+}
+
+/// Temp file in the same directory, write, flush, fsync, rename, fsync the directory.
+fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(".{name}.tmp"));
+    let io_error = |action: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |error| DestinationError::Io {
+            action,
+            path,
+            error,
+        }
+    };
+    let mut file = File::create(&temporary).map_err(io_error("create", &temporary))?;
+    file.write_all(contents)
+        .map_err(io_error("write", &temporary))?;
+    file.flush().map_err(io_error("write", &temporary))?;
+    file.sync_all().map_err(io_error("sync", &temporary))?;
+    drop(file);
+    fs::rename(&temporary, path).map_err(io_error("rename into place", path))?;
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), DestinationError> {
+    File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(|error| DestinationError::Io {
+            action: "sync",
+            path: dir.to_path_buf(),
+            error,
+        })
+}
+
+/// Creates `dir` (and parents) and makes the new entry durable in its parent.
+fn ensure_dir(dir: &Path) -> Result<(), DestinationError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|error| DestinationError::Io {
+        action: "create",
+        path: dir.to_path_buf(),
+        error,
+    })?;
+    match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => Ok(()),
+    }
+}
+
+/// 32 hex digits from the standard library's randomly keyed hasher, the clock and the pid.
+fn generate_connection_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut halves = [0u64; 2];
+    for (i, half) in halves.iter_mut().enumerate() {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u128(now);
+        hasher.write_u32(std::process::id());
+        hasher.write_usize(i);
+        *half = hasher.finish();
+    }
+    format!("sluice-{:016x}{:016x}", halves[0], halves[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::{RecordRef, RowDecoder};
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let path =
+                std::env::temp_dir().join(format!("sluice-test-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&path);
+            fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn incarnation(topic_id: &str) -> Incarnation {
+        Incarnation {
+            connection_id: "c1".into(),
+            cluster_id: "k1".into(),
+            topic_id: topic_id.into(),
+        }
+    }
+
+    /// Rows for `partition` at each offset in `offsets`, payload `{"n": offset}`.
+    fn rows(partition: i32, offsets: impl IntoIterator<Item = i64>) -> Vec<Row> {
+        let mut decoder = RowDecoder::new("orders", incarnation("t1"));
+        offsets
+            .into_iter()
+            .map(|offset| {
+                let value = format!(r#"{{"n":{offset}}}"#);
+                let record = RecordRef {
+                    partition,
+                    offset,
+                    key: None,
+                    value: Some(value.as_bytes()),
+                    headers: &[],
+                    timestamp: None,
+                };
+                decoder.decode(&record).unwrap()
+            })
+            .collect()
+    }
+
+    fn epoch<'a>(partition: i32, first: i64, last: i64, rows: &'a [Row]) -> Epoch<'a> {
+        Epoch {
+            partition,
+            first_offset: first,
+            last_offset: last,
+            rows,
+            dead_letters: &[],
+        }
+    }
+
+    fn positions(entries: &[(i32, i64)]) -> BTreeMap<i32, NextOffset> {
+        entries.iter().map(|&(p, n)| (p, NextOffset(n))).collect()
+    }
+
+    /// Every (partition, offset) in the topic's segments, sorted, duplicates kept.
+    fn output(root: &Path, topic: &str) -> Vec<(i64, i64)> {
+        let mut out = Vec::new();
+        let Ok(entries) = fs::read_dir(root.join(topic).join("segments")) else {
+            return out;
+        };
+        for entry in entries {
+            let text = fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines() {
+                let row: serde_json::Value = serde_json::from_str(line).unwrap();
+                out.push((
+                    row["partition"].as_i64().unwrap(),
+                    row["offset"].as_i64().unwrap(),
+                ));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn segment_names(root: &Path, topic: &str) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(root.join(topic).join("segments"))
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn write_certify_and_reload() {
+        let dir = TempDir::new("reload");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        let start = destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        assert!(start.is_empty());
+        // Initial frontiers, idle partition 1 included, before any record.
+        destination
+            .certify("orders", &positions(&[(0, 0), (1, 5)]))
+            .unwrap();
+        let batch = rows(0, 0..=2);
+        destination
+            .write_schema("orders", batch[0].schema.as_ref())
+            .unwrap();
+        destination
+            .write_epoch("orders", &epoch(0, 0, 2, &batch))
+            .unwrap();
+        destination
+            .certify("orders", &positions(&[(0, 3)]))
+            .unwrap();
+        destination.finish_run("orders").unwrap();
+
+        assert_eq!(
+            segment_names(&dir.0, "orders"),
+            vec!["p0-00000000000000000000-00000000000000000002.jsonl"]
+        );
+        let store = fs::read_to_string(dir.0.join("_sluice/checkpoints.json")).unwrap();
+        assert!(
+            store.contains(r#""kind": "kafka.partition.next_offset""#),
+            "{store}"
+        );
+        let schema = fs::read_to_string(dir.0.join("orders/schema.json")).unwrap();
+        assert!(schema.contains(r#""name": "n""#), "{schema}");
+
+        let mut reopened = LocalDirectory::open(&dir.0).unwrap();
+        let resume = reopened
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        assert_eq!(resume, positions(&[(0, 3), (1, 5)]));
+        let stored = reopened
+            .checkpoints(Mode::Continuous, "orders")
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.incarnation, incarnation("t1"));
+        assert_eq!(reopened.checkpoints(Mode::Bounded, "orders").unwrap(), None);
+        assert_eq!(output(&dir.0, "orders"), vec![(0, 0), (0, 1), (0, 2)]);
+    }
+
+    #[test]
+    fn replayed_epoch_overwrites_its_segment() {
+        let dir = TempDir::new("overwrite");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        let batch = rows(0, 10..=12);
+        destination
+            .write_epoch("orders", &epoch(0, 10, 12, &batch))
+            .unwrap();
+        destination
+            .write_epoch("orders", &epoch(0, 10, 12, &batch))
+            .unwrap();
+        assert_eq!(output(&dir.0, "orders"), vec![(0, 10), (0, 11), (0, 12)]);
+    }
+
+    #[test]
+    fn crash_between_segment_and_certificate_then_a_different_cut() {
+        let dir = TempDir::new("crash");
+        {
+            let mut destination = LocalDirectory::open(&dir.0).unwrap();
+            destination
+                .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+                .unwrap();
+            destination
+                .certify("orders", &positions(&[(0, 0), (1, 0)]))
+                .unwrap();
+            let first = rows(0, 0..=9);
+            destination
+                .write_epoch("orders", &epoch(0, 0, 9, &first))
+                .unwrap();
+            destination
+                .certify("orders", &positions(&[(0, 10)]))
+                .unwrap();
+            // Renamed into place but never certified: the process dies here.
+            let uncertified = rows(0, 10..=30);
+            destination
+                .write_epoch("orders", &epoch(0, 10, 30, &uncertified))
+                .unwrap();
+            let other_partition = rows(1, 0..=4);
+            destination
+                .write_epoch("orders", &epoch(1, 0, 4, &other_partition))
+                .unwrap();
+            // And a temporary file from an interrupted write.
+            fs::write(dir.0.join("orders/segments/.p0-x.jsonl.tmp"), b"partial").unwrap();
+        }
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        let resume = destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        assert_eq!(resume, positions(&[(0, 10), (1, 0)]));
+        assert_eq!(
+            segment_names(&dir.0, "orders"),
+            vec!["p0-00000000000000000000-00000000000000000009.jsonl"],
+            "uncertified segments and temporary files are gone before anything is read"
+        );
+        // The replay cuts the epochs differently.
+        for (first, last) in [(10, 25), (26, 30)] {
+            let batch = rows(0, first..=last);
+            destination
+                .write_epoch("orders", &epoch(0, first, last, &batch))
+                .unwrap();
+            destination
+                .certify("orders", &positions(&[(0, last + 1)]))
+                .unwrap();
+        }
+        let batch = rows(1, 0..=4);
+        destination
+            .write_epoch("orders", &epoch(1, 0, 4, &batch))
+            .unwrap();
+        destination
+            .certify("orders", &positions(&[(1, 5)]))
+            .unwrap();
+        let expected: Vec<(i64, i64)> = (0..=30)
+            .map(|o| (0, o))
+            .chain((0..=4).map(|o| (1, o)))
+            .collect();
+        assert_eq!(
+            output(&dir.0, "orders"),
+            expected,
+            "every record exactly once"
+        );
+    }
+
+    #[test]
+    fn recreated_topic_is_refused_with_both_topic_ids() {
+        let dir = TempDir::new("incarnation");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("id-A"))
+            .unwrap();
+        destination
+            .certify("orders", &positions(&[(0, 7)]))
+            .unwrap();
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        let error = destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("id-B"))
+            .unwrap_err();
+        assert!(matches!(error, DestinationError::Incarnation(_)));
+        assert!(
+            error.to_string().starts_with("topic orders was recreated (topic id changed from id-A to id-B); its checkpoint cannot be reused"),
+            "{error}"
+        );
+        // A bounded run of the new topic is allowed and leaves the continuous checkpoint alone.
+        destination
+            .begin_run(
+                "orders",
+                RunKind::Bounded(WritePolicy::Append),
+                &incarnation("id-B"),
+            )
+            .unwrap();
+        destination
+            .certify("orders", &positions(&[(0, 2)]))
+            .unwrap();
+        destination.finish_run("orders").unwrap();
+        let continuous = destination
+            .checkpoints(Mode::Continuous, "orders")
+            .unwrap()
+            .unwrap();
+        assert_eq!(continuous.incarnation.topic_id, "id-A");
+        assert_eq!(continuous.partitions, positions(&[(0, 7)]));
+        let bounded = destination
+            .checkpoints(Mode::Bounded, "orders")
+            .unwrap()
+            .unwrap();
+        assert_eq!(bounded.partitions, positions(&[(0, 2)]));
+    }
+
+    #[test]
+    fn append_adds_and_replace_clears() {
+        let dir = TempDir::new("policy");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        let batch = rows(0, 0..=1);
+        for _ in 0..2 {
+            destination
+                .begin_run(
+                    "orders",
+                    RunKind::Bounded(WritePolicy::Append),
+                    &incarnation("t1"),
+                )
+                .unwrap();
+            destination
+                .write_schema("orders", batch[0].schema.as_ref())
+                .unwrap();
+            destination
+                .write_epoch("orders", &epoch(0, 0, 1, &batch))
+                .unwrap();
+            destination.finish_run("orders").unwrap();
+        }
+        assert_eq!(
+            output(&dir.0, "orders"),
+            vec![(0, 0), (0, 0), (0, 1), (0, 1)],
+            "append rereads add"
+        );
+        assert_eq!(
+            segment_names(&dir.0, "orders"),
+            vec![
+                "r0000000001-p0-00000000000000000000-00000000000000000001.jsonl",
+                "r0000000002-p0-00000000000000000000-00000000000000000001.jsonl"
+            ]
+        );
+        destination
+            .begin_run(
+                "orders",
+                RunKind::Bounded(WritePolicy::Replace),
+                &incarnation("t1"),
+            )
+            .unwrap();
+        assert!(
+            !dir.0.join("orders/schema.json").exists(),
+            "replace clears the schema too"
+        );
+        destination
+            .write_epoch("orders", &epoch(0, 0, 1, &batch))
+            .unwrap();
+        destination.finish_run("orders").unwrap();
+        assert_eq!(output(&dir.0, "orders"), vec![(0, 0), (0, 1)]);
+    }
+
+    #[test]
+    fn interrupted_bounded_runs_are_cleaned_at_the_next_start() {
+        let dir = TempDir::new("bounded-crash");
+        let batch = rows(0, 0..=3);
+        {
+            let mut destination = LocalDirectory::open(&dir.0).unwrap();
+            destination
+                .begin_run(
+                    "orders",
+                    RunKind::Bounded(WritePolicy::Append),
+                    &incarnation("t1"),
+                )
+                .unwrap();
+            destination
+                .write_epoch("orders", &epoch(0, 0, 3, &batch))
+                .unwrap();
+            destination.finish_run("orders").unwrap();
+            // The second run dies before finishing.
+            destination
+                .begin_run(
+                    "orders",
+                    RunKind::Bounded(WritePolicy::Append),
+                    &incarnation("t1"),
+                )
+                .unwrap();
+            destination
+                .write_epoch("orders", &epoch(0, 0, 1, &batch[..2]))
+                .unwrap();
+        }
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run(
+                "orders",
+                RunKind::Bounded(WritePolicy::Append),
+                &incarnation("t1"),
+            )
+            .unwrap();
+        assert_eq!(
+            output(&dir.0, "orders"),
+            vec![(0, 0), (0, 1), (0, 2), (0, 3)],
+            "only the finished run remains"
+        );
+        destination
+            .write_epoch("orders", &epoch(0, 0, 3, &batch))
+            .unwrap();
+        destination.finish_run("orders").unwrap();
+        assert_eq!(output(&dir.0, "orders").len(), 8);
+
+        // A replace run interrupted mid-way has its clearing completed even by an append start.
+        destination
+            .begin_run(
+                "orders",
+                RunKind::Bounded(WritePolicy::Replace),
+                &incarnation("t1"),
+            )
+            .unwrap();
+        destination
+            .write_epoch("orders", &epoch(0, 0, 1, &batch[..2]))
+            .unwrap();
+        // Simulate the clearing having been cut short: an old continuous segment reappears.
+        let old = rows(0, 5..=5);
+        let stray = dir
+            .0
+            .join("orders/segments/p0-00000000000000000005-00000000000000000005.jsonl");
+        fs::write(&stray, old[0].to_json_line()).unwrap();
+        drop(destination);
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run(
+                "orders",
+                RunKind::Bounded(WritePolicy::Append),
+                &incarnation("t1"),
+            )
+            .unwrap();
+        assert!(
+            output(&dir.0, "orders").is_empty(),
+            "{:?}",
+            output(&dir.0, "orders")
+        );
+    }
+
+    #[test]
+    fn dead_letters_are_written_per_epoch_and_replayed_in_place() {
+        let dir = TempDir::new("dead-letters");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        let mut decoder = RowDecoder::new("orders", incarnation("t1"));
+        let good = RecordRef {
+            partition: 0,
+            offset: 0,
+            key: None,
+            value: Some(br#"{"n":1}"#),
+            headers: &[],
+            timestamp: None,
+        };
+        let bad = RecordRef {
+            offset: 1,
+            value: Some(br#"{"n":"x"}"#),
+            ..good
+        };
+        let row = decoder.decode(&good).unwrap();
+        let letter = DeadLetter::new(&bad, &decoder.decode(&bad).unwrap_err());
+        let rows = [row];
+        let letters = [letter];
+        let epoch = Epoch {
+            partition: 0,
+            first_offset: 0,
+            last_offset: 1,
+            rows: &rows,
+            dead_letters: &letters,
+        };
+        destination.write_epoch("orders", &epoch).unwrap();
+        destination.write_epoch("orders", &epoch).unwrap();
+        let path = dir
+            .0
+            .join("orders/dead_letters/p0-00000000000000000000-00000000000000000001.jsonl");
+        let text = fs::read_to_string(path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains(r#""value":{"base64":"eyJuIjoieCJ9"}"#),
+            "{text}"
+        );
+        // Not certified: the next start removes the dead letters with the rows.
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        assert_eq!(
+            fs::read_dir(dir.0.join("orders/dead_letters"))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn misuse_and_bad_input_are_typed_errors() {
+        let dir = TempDir::new("misuse");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        let error = destination
+            .certify("orders", &positions(&[(0, 1)]))
+            .unwrap_err();
+        assert_eq!(error.to_string(), "no run of topic orders is in progress: call begin_run first (this is a bug in the caller)");
+        let error = destination
+            .begin_run("_sluice", RunKind::Continuous, &incarnation("t"))
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("`_sluice` is reserved"),
+            "{error}"
+        );
+        destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        destination
+            .certify("orders", &positions(&[(0, 5)]))
+            .unwrap();
+        let error = destination
+            .certify("orders", &positions(&[(0, 4)]))
+            .unwrap_err();
+        assert!(error.to_string().starts_with("topic orders partition 0: certifying next offset 4 would move back from the certified 5"));
+        let batch = rows(0, 0..=1);
+        let error = destination
+            .write_epoch("orders", &epoch(0, 1, 1, &batch))
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("record at partition 0 offset 0 is outside partition 0 offsets [1, 1]"),
+            "{error}"
+        );
+        destination
+            .write_schema("orders", batch[0].schema.as_ref())
+            .unwrap();
+        let error = destination
+            .write_schema("orders", &Schema::Raw)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("topic orders's schema differs from the one its output in"),
+            "{error}"
+        );
+
+        fs::write(dir.0.join("_sluice/checkpoints.json"), b"{not json").unwrap();
+        let error = destination
+            .checkpoints(Mode::Continuous, "orders")
+            .unwrap_err();
+        assert!(error.to_string().starts_with(&format!(
+            "the checkpoint store {} is not readable",
+            dir.0.join("_sluice/checkpoints.json").display()
+        )));
+    }
+
+    #[test]
+    fn straddling_segment_is_reported_not_guessed() {
+        let dir = TempDir::new("straddle");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap();
+        destination
+            .certify("orders", &positions(&[(0, 5)]))
+            .unwrap();
+        let batch = rows(0, 3..=8);
+        destination
+            .write_epoch("orders", &epoch(0, 3, 8, &batch))
+            .unwrap();
+        let error = destination
+            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                DestinationError::SegmentStraddlesCheckpoint { next_offset: 5, .. }
+            ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn connection_id_is_generated_once_and_kept() {
+        let dir = TempDir::new("connection-id");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        let generated = destination.connection_id(None).unwrap();
+        assert!(
+            generated.starts_with("sluice-") && generated.len() == 39,
+            "{generated}"
+        );
+        let mut reopened = LocalDirectory::open(&dir.0).unwrap();
+        assert_eq!(reopened.connection_id(None).unwrap(), generated);
+        assert_eq!(reopened.connection_id(Some("mine")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn segment_names_round_trip() {
+        for name in [
+            SegmentName {
+                run: None,
+                partition: 3,
+                first: 0,
+                last: i64::MAX,
+            },
+            SegmentName {
+                run: Some(12),
+                partition: 0,
+                first: 10,
+                last: 30,
+            },
+        ] {
+            assert_eq!(SegmentName::parse(&name.to_string()), Some(name));
+        }
+        assert_eq!(SegmentName::parse("schema.json"), None);
+        assert_eq!(SegmentName::parse("p1-2-3-4.jsonl"), None);
+    }
+}
