@@ -30,32 +30,18 @@ pub struct Incarnation {
 impl Incarnation {
     /// The event id of the record at `offset` in `partition`; see the module docs.
     pub fn event_id(&self, partition: i32, offset: i64) -> String {
-        format!(
-            "{:016x}:{}:{partition}:{offset}",
-            self.origin_hash(),
-            self.topic_id
-        )
+        format!("{:016x}:{}:{partition}:{offset}", self.origin_hash(), self.topic_id)
     }
 
     fn origin_hash(&self) -> u64 {
         const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
         const PRIME: u64 = 0x0000_0100_0000_01b3;
-        let bytes = self
-            .connection_id
-            .bytes()
-            .chain([0u8])
-            .chain(self.cluster_id.bytes());
-        bytes.fold(OFFSET_BASIS, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(PRIME)
-        })
+        let bytes = self.connection_id.bytes().chain([0u8]).chain(self.cluster_id.bytes());
+        bytes.fold(OFFSET_BASIS, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
     }
 
     /// `Ok` when `current` is this same incarnation, so checkpoints stored under `self` apply.
-    pub fn check_same(
-        &self,
-        topic: &str,
-        current: &Incarnation,
-    ) -> Result<(), Box<IncarnationMismatch>> {
+    pub fn check_same(&self, topic: &str, current: &Incarnation) -> Result<(), Box<IncarnationMismatch>> {
         if self == current {
             Ok(())
         } else {
@@ -129,12 +115,8 @@ struct NextOffsetJson {
 
 impl Serialize for NextOffset {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        NextOffsetJson {
-            kind: Self::KIND.to_string(),
-            version: Self::VERSION,
-            next_offset: self.0,
-        }
-        .serialize(serializer)
+        NextOffsetJson { kind: Self::KIND.to_string(), version: Self::VERSION, next_offset: self.0 }
+            .serialize(serializer)
     }
 }
 
@@ -151,10 +133,7 @@ impl<'de> Deserialize<'de> for NextOffset {
             )));
         }
         if json.next_offset < 0 {
-            return Err(serde::de::Error::custom(format!(
-                "checkpoint next_offset {} is negative",
-                json.next_offset
-            )));
+            return Err(serde::de::Error::custom(format!("checkpoint next_offset {} is negative", json.next_offset)));
         }
         Ok(NextOffset(json.next_offset))
     }
@@ -174,80 +153,43 @@ mod tests {
     use super::*;
 
     fn incarnation(topic_id: &str) -> Incarnation {
-        Incarnation {
-            connection_id: "conn-1".into(),
-            cluster_id: "cluster-A".into(),
-            topic_id: topic_id.into(),
-        }
+        Incarnation { connection_id: "conn-1".into(), cluster_id: "cluster-A".into(), topic_id: topic_id.into() }
     }
 
     #[test]
     fn checkpoint_json_is_versioned_next_offset() {
         let json = serde_json::to_string(&NextOffset::after(41)).unwrap();
-        assert_eq!(
-            json,
-            r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":42}"#
-        );
-        assert_eq!(
-            serde_json::from_str::<NextOffset>(&json).unwrap(),
-            NextOffset(42)
-        );
+        assert_eq!(json, r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":42}"#);
+        assert_eq!(serde_json::from_str::<NextOffset>(&json).unwrap(), NextOffset(42));
         let zero = r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":0}"#;
-        assert_eq!(
-            serde_json::from_str::<NextOffset>(zero).unwrap(),
-            NextOffset(0)
-        );
+        assert_eq!(serde_json::from_str::<NextOffset>(zero).unwrap(), NextOffset(0));
         let future = r#"{"kind":"kafka.partition.next_offset","version":1,"next_offset":3}"#;
-        let error = serde_json::from_str::<NextOffset>(future)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("written by another Sluice version"),
-            "{error}"
-        );
+        let error = serde_json::from_str::<NextOffset>(future).unwrap_err().to_string();
+        assert!(error.contains("written by another Sluice version"), "{error}");
     }
 
     #[test]
     fn event_id_is_stable_and_separates_incarnations() {
         let a = incarnation("t-1");
         assert_eq!(a.event_id(3, 17), a.clone().event_id(3, 17));
-        assert!(
-            a.event_id(3, 17).ends_with(":t-1:3:17"),
-            "{}",
-            a.event_id(3, 17)
-        );
+        assert!(a.event_id(3, 17).ends_with(":t-1:3:17"), "{}", a.event_id(3, 17));
         assert_eq!(a.event_id(3, 17).len(), 16 + ":t-1:3:17".len());
-        let other_cluster = Incarnation {
-            cluster_id: "cluster-B".into(),
-            ..a.clone()
-        };
+        let other_cluster = Incarnation { cluster_id: "cluster-B".into(), ..a.clone() };
         assert_ne!(a.event_id(3, 17), other_cluster.event_id(3, 17));
         // The zero byte separator keeps ("ab", "c") apart from ("a", "bc").
-        let split1 = Incarnation {
-            connection_id: "ab".into(),
-            cluster_id: "c".into(),
-            ..a.clone()
-        };
-        let split2 = Incarnation {
-            connection_id: "a".into(),
-            cluster_id: "bc".into(),
-            ..a
-        };
+        let split1 = Incarnation { connection_id: "ab".into(), cluster_id: "c".into(), ..a.clone() };
+        let split2 = Incarnation { connection_id: "a".into(), cluster_id: "bc".into(), ..a };
         assert_ne!(split1.event_id(0, 0), split2.event_id(0, 0));
     }
 
     #[test]
     fn recreated_topic_names_both_topic_ids() {
-        let error = incarnation("id-old")
-            .check_same("orders", &incarnation("id-new"))
-            .unwrap_err();
+        let error = incarnation("id-old").check_same("orders", &incarnation("id-new")).unwrap_err();
         assert_eq!(
             error.to_string(),
             "topic orders was recreated (topic id changed from id-old to id-new); its checkpoint cannot be reused: \
              to read it from the start, use a new destination directory"
         );
-        assert!(incarnation("x")
-            .check_same("orders", &incarnation("x"))
-            .is_ok());
+        assert!(incarnation("x").check_same("orders", &incarnation("x")).is_ok());
     }
 }

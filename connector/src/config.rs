@@ -88,10 +88,7 @@ pub struct Config {
 #[derive(Debug)]
 pub enum ConfigError {
     /// The file could not be read.
-    Io {
-        path: PathBuf,
-        error: std::io::Error,
-    },
+    Io { path: PathBuf, error: std::io::Error },
     /// The file is not a JSON object, or has duplicate keys.
     Json(JsonError),
     /// A field is wrong; the message names the field and the fix.
@@ -108,10 +105,7 @@ impl ConfigError {
     }
 
     fn invalid(field: &str, message: impl Into<String>) -> Self {
-        ConfigError::Invalid {
-            field: field.to_string(),
-            message: message.into(),
-        }
+        ConfigError::Invalid { field: field.to_string(), message: message.into() }
     }
 }
 
@@ -123,10 +117,9 @@ impl fmt::Display for ConfigError {
                 "cannot read the configuration file {}: {error}; check the path and its permissions",
                 path.display()
             ),
-            ConfigError::Json(error) => write!(
-                f,
-                "the configuration is not usable: {error}; it must be one JSON object with each field once"
-            ),
+            ConfigError::Json(error) => {
+                write!(f, "the configuration is not usable: {error}; it must be one JSON object with each field once")
+            }
             ConfigError::Invalid { message, .. } => f.write_str(message),
         }
     }
@@ -273,23 +266,16 @@ const KNOWN_FIELDS: &[&str] = &[
 impl Config {
     /// Reads and validates the file at `path`, substituting `${VAR}` from the process environment.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|error| ConfigError::Io { path: path.to_path_buf(), error })?;
         Config::from_json_str(&text, |name| std::env::var(name).ok())
     }
 
     /// Validates configuration text; `env_lookup` resolves `${VAR}` (tests pass a map).
-    pub fn from_json_str(
-        text: &str,
-        env_lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Config, ConfigError> {
+    pub fn from_json_str(text: &str, env_lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let value = parse_strict(text.as_bytes()).map_err(ConfigError::Json)?;
         let Value::Object(mut fields) = value else {
-            return Err(ConfigError::Json(JsonError::Syntax(
-                "the top level is not an object".to_string(),
-            )));
+            return Err(ConfigError::Json(JsonError::Syntax("the top level is not an object".to_string())));
         };
         reject_unknown_fields(&fields)?;
         for (name, value) in fields.iter_mut() {
@@ -298,9 +284,7 @@ impl Config {
         let mut fields = Fields(fields);
 
         let brokers = fields.brokers()?;
-        let client_id = fields
-            .string("client_id")?
-            .unwrap_or_else(|| "sluice".to_string());
+        let client_id = fields.string("client_id")?.unwrap_or_else(|| "sluice".to_string());
         if client_id.is_empty() {
             return Err(ConfigError::invalid(
                 "client_id",
@@ -360,11 +344,8 @@ impl Config {
                 ))
             }
         };
-        let destination_dir = PathBuf::from(
-            fields
-                .string("destination_dir")?
-                .unwrap_or_else(|| "sluice-output".into()),
-        );
+        let destination_dir =
+            PathBuf::from(fields.string("destination_dir")?.unwrap_or_else(|| "sluice-output".into()));
 
         Ok(Config {
             brokers,
@@ -390,9 +371,7 @@ fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError>
         let message = match name.as_str() {
             "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
                 let pem = name.replace("_file", "_pem");
-                format!(
-                    "unknown field `{name}`: Sluice takes certificates as pasted PEM text; put the PEM in `{pem}`"
-                )
+                format!("unknown field `{name}`: Sluice takes certificates as pasted PEM text; put the PEM in `{pem}`")
             }
             _ => format!(
                 "unknown field `{name}`: remove it or fix its spelling; known fields are {}",
@@ -427,11 +406,7 @@ fn substitute_in_value(
     Ok(())
 }
 
-fn substitute(
-    field: &str,
-    text: &str,
-    env_lookup: &impl Fn(&str) -> Option<String>,
-) -> Result<String, ConfigError> {
+fn substitute(field: &str, text: &str, env_lookup: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find('$') {
@@ -454,7 +429,9 @@ fn substitute(
             if !valid {
                 return Err(ConfigError::invalid(
                     field,
-                    format!("`{field}` refers to `${{{name}}}`, which is not a variable name: use letters, digits and `_`"),
+                    format!(
+                        "`{field}` refers to `${{{name}}}`, which is not a variable name: use letters, digits and `_`"
+                    ),
                 ));
             }
             match env_lookup(name) {
@@ -477,10 +454,7 @@ fn substitute(
 }
 
 fn is_connection_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    (1..=128).contains(&id.len()) && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// Kafka's own rule for topic names: 1 to 249 of `[A-Za-z0-9._-]`, and not `.` or `..`.
@@ -488,9 +462,7 @@ pub fn is_valid_topic_name(name: &str) -> bool {
     (1..=249).contains(&name.len())
         && name != "."
         && name != ".."
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// The top-level fields, taken one by one so each is read once.
@@ -501,18 +473,12 @@ impl Fields {
         match self.0.remove(name) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(text)) => Ok(Some(text)),
-            Some(_) => Err(ConfigError::invalid(
-                name,
-                format!("`{name}` must be a string"),
-            )),
+            Some(_) => Err(ConfigError::invalid(name, format!("`{name}` must be a string"))),
         }
     }
 
     fn secret(&mut self, name: &str) -> Result<Option<Secret>, ConfigError> {
-        Ok(self
-            .string(name)?
-            .filter(|text| !text.is_empty())
-            .map(Secret))
+        Ok(self.string(name)?.filter(|text| !text.is_empty()).map(Secret))
     }
 
     fn bool(&mut self, name: &str) -> Result<bool, ConfigError> {
@@ -520,10 +486,7 @@ impl Fields {
             None | Some(Value::Null) => Ok(false),
             Some(Value::Bool(flag)) => Ok(flag),
             Some(Value::String(text)) if text == "true" || text == "false" => Ok(text == "true"),
-            Some(_) => Err(ConfigError::invalid(
-                name,
-                format!("`{name}` must be true or false"),
-            )),
+            Some(_) => Err(ConfigError::invalid(name, format!("`{name}` must be true or false"))),
         }
     }
 
@@ -559,10 +522,9 @@ impl Fields {
             .into_iter()
             .map(|item| match item {
                 Value::String(text) => Ok(text),
-                _ => Err(ConfigError::invalid(
-                    name,
-                    format!("`{name}` must be a list of strings, e.g. [\"a\", \"b\"]"),
-                )),
+                _ => {
+                    Err(ConfigError::invalid(name, format!("`{name}` must be a list of strings, e.g. [\"a\", \"b\"]")))
+                }
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
@@ -603,11 +565,7 @@ impl Fields {
         let cert_pem = self.secret("tls_cert_pem")?;
         let key_pem = self.secret("tls_key_pem")?;
         if !enabled {
-            let set = [
-                ("tls_ca_pem", &ca_pem),
-                ("tls_cert_pem", &cert_pem),
-                ("tls_key_pem", &key_pem),
-            ];
+            let set = [("tls_ca_pem", &ca_pem), ("tls_cert_pem", &cert_pem), ("tls_key_pem", &key_pem)];
             if let Some((name, _)) = set.iter().find(|(_, value)| value.is_some()) {
                 return Err(ConfigError::invalid(
                     name,
@@ -644,9 +602,7 @@ impl Fields {
 
     fn sasl(&mut self) -> Result<Option<SaslConfig>, ConfigError> {
         let mechanism = self.string("sasl_mechanism")?;
-        let username = self
-            .string("sasl_username")?
-            .filter(|name| !name.is_empty());
+        let username = self.string("sasl_username")?.filter(|name| !name.is_empty());
         let password = self.secret("sasl_password")?;
         let mechanism = match mechanism.as_deref().map(str::to_ascii_uppercase).as_deref() {
             None | Some("NONE") => None,
@@ -665,11 +621,7 @@ impl Fields {
         };
         let Some(mechanism) = mechanism else {
             for name in ["sasl_username", "sasl_password"] {
-                let set = if name == "sasl_username" {
-                    username.is_some()
-                } else {
-                    password.is_some()
-                };
+                let set = if name == "sasl_username" { username.is_some() } else { password.is_some() };
                 if set {
                     return Err(ConfigError::invalid(
                         name,
@@ -682,16 +634,16 @@ impl Fields {
         let missing = |name: &str| {
             ConfigError::invalid(
                 name,
-                format!("`sasl_mechanism` is {} but `{name}` is missing: add `{name}` (e.g. \"${{KAFKA_{}}}\")", mechanism.name(), if name == "sasl_username" { "USERNAME" } else { "PASSWORD" }),
+                format!(
+                    "`sasl_mechanism` is {} but `{name}` is missing: add `{name}` (e.g. \"${{KAFKA_{}}}\")",
+                    mechanism.name(),
+                    if name == "sasl_username" { "USERNAME" } else { "PASSWORD" }
+                ),
             )
         };
         let username = username.ok_or_else(|| missing("sasl_username"))?;
         let password = password.ok_or_else(|| missing("sasl_password"))?;
-        Ok(Some(SaslConfig {
-            mechanism,
-            username,
-            password,
-        }))
+        Ok(Some(SaslConfig { mechanism, username, password }))
     }
 }
 
@@ -716,10 +668,7 @@ fn parse_broker(text: &str) -> Result<BrokerAddress, ConfigError> {
     if host.is_empty() || port == 0 || host.chars().any(|c| c.is_whitespace() || c == '/') {
         return Err(invalid());
     }
-    Ok(BrokerAddress {
-        host: host.to_string(),
-        port,
-    })
+    Ok(BrokerAddress { host: host.to_string(), port })
 }
 
 fn require_pem(field: &str, pem: &Secret, label_end: &str) -> Result<(), ConfigError> {
@@ -739,8 +688,7 @@ mod tests {
     use super::*;
 
     const CERT: &str = "-----BEGIN CERTIFICATE-----\\nMIIBcert\\n-----END CERTIFICATE-----\\n";
-    const KEY: &str =
-        "-----BEGIN PRIVATE KEY-----\\nTOPSECRETKEYBYTES\\n-----END PRIVATE KEY-----\\n";
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----\\nTOPSECRETKEYBYTES\\n-----END PRIVATE KEY-----\\n";
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -760,35 +708,15 @@ mod tests {
     #[test]
     fn minimal_config_takes_the_defaults() {
         let config = parse(r#"{"brokers": ["localhost:9092"]}"#).unwrap();
-        assert_eq!(
-            config.brokers,
-            vec![BrokerAddress {
-                host: "localhost".into(),
-                port: 9092
-            }]
-        );
+        assert_eq!(config.brokers, vec![BrokerAddress { host: "localhost".into(), port: 9092 }]);
         assert_eq!(config.client_id, "sluice");
         assert_eq!(config.tls, None);
         assert_eq!(config.sasl, None);
         assert!(config.topics.is_empty());
         assert_eq!(config.start_position, StartPosition::Earliest);
         assert_eq!(config.connection_id, None);
-        assert_eq!(
-            config.fetch,
-            FetchLimits {
-                max_bytes: 4 << 20,
-                partition_max_bytes: 1 << 20,
-                max_wait_ms: 500
-            }
-        );
-        assert_eq!(
-            config.epoch,
-            EpochLimits {
-                max_records: 10_000,
-                max_bytes: 16 << 20,
-                max_ms: 1000
-            }
-        );
+        assert_eq!(config.fetch, FetchLimits { max_bytes: 4 << 20, partition_max_bytes: 1 << 20, max_wait_ms: 500 });
+        assert_eq!(config.epoch, EpochLimits { max_records: 10_000, max_bytes: 16 << 20, max_ms: 1000 });
         assert_eq!(config.on_malformed, OnMalformed::Fail);
         assert_eq!(config.destination_dir, PathBuf::from("sluice-output"));
     }
@@ -812,24 +740,12 @@ mod tests {
         };
         let config = Config::from_json_str(&text, env).unwrap();
         assert_eq!(config.brokers[0].to_string(), "kafka-1:9093");
-        assert_eq!(
-            config.brokers[1],
-            BrokerAddress {
-                host: "::1".into(),
-                port: 9094
-            }
-        );
+        assert_eq!(config.brokers[1], BrokerAddress { host: "::1".into(), port: 9094 });
         let sasl = config.sasl.as_ref().unwrap();
         assert_eq!(sasl.mechanism, SaslMechanism::ScramSha512);
         assert_eq!(sasl.password.expose(), "s3cr3t-pw");
         let tls = config.tls.as_ref().unwrap();
-        assert!(tls
-            .client
-            .as_ref()
-            .unwrap()
-            .key_pem
-            .expose()
-            .contains("TOPSECRETKEYBYTES"));
+        assert!(tls.client.as_ref().unwrap().key_pem.expose().contains("TOPSECRETKEYBYTES"));
         assert_eq!(config.epoch.max_records, 77);
         assert_eq!(config.start_position, StartPosition::Latest);
         assert_eq!(config.on_malformed, OnMalformed::DeadLetter);
@@ -857,17 +773,13 @@ mod tests {
     #[test]
     fn unknown_fields_are_named() {
         let message = rejection(r#"{"brokers": ["a:1"], "bootstrap_servers": "a:1"}"#);
-        assert!(
-            message.starts_with("unknown field `bootstrap_servers`: remove it or fix its spelling"),
-            "{message}"
-        );
+        assert!(message.starts_with("unknown field `bootstrap_servers`: remove it or fix its spelling"), "{message}");
         assert!(message.contains("brokers, client_id"), "{message}");
     }
 
     #[test]
     fn certificates_need_tls_enabled() {
-        let text =
-            format!(r#"{{"brokers": ["a:1"], "tls_cert_pem": "{CERT}", "tls_key_pem": "{KEY}"}}"#);
+        let text = format!(r#"{{"brokers": ["a:1"], "tls_cert_pem": "{CERT}", "tls_key_pem": "{KEY}"}}"#);
         let message = rejection(&text);
         assert_eq!(
             message,
@@ -878,8 +790,7 @@ mod tests {
 
     #[test]
     fn client_certificate_and_key_come_together_and_must_be_pem() {
-        let text =
-            format!(r#"{{"brokers": ["a:1"], "tls_enabled": true, "tls_cert_pem": "{CERT}"}}"#);
+        let text = format!(r#"{{"brokers": ["a:1"], "tls_enabled": true, "tls_cert_pem": "{CERT}"}}"#);
         assert!(rejection(&text).starts_with("`tls_cert_pem` is set but `tls_key_pem` is missing"));
         let text = r#"{"brokers": ["a:1"], "tls_enabled": true, "tls_ca_pem": "/etc/ssl/ca.pem"}"#;
         assert!(rejection(text).starts_with("`tls_ca_pem` does not look like PEM text"));
@@ -887,10 +798,7 @@ mod tests {
             r#"{{"brokers": ["a:1"], "tls_enabled": true, "tls_cert_pem": "{CERT}", "tls_key_pem": "NOTPEMSECRET"}}"#
         );
         let message = rejection(&text);
-        assert!(
-            message.starts_with("`tls_key_pem` does not look like PEM text"),
-            "{message}"
-        );
+        assert!(message.starts_with("`tls_key_pem` does not look like PEM text"), "{message}");
         assert!(!message.contains("NOTPEMSECRET"), "{message}");
     }
 
@@ -905,10 +813,7 @@ mod tests {
             "`sasl_mechanism` is PLAIN but `sasl_username` is missing: add `sasl_username` (e.g. \"${KAFKA_USERNAME}\")"
         );
         let message = rejection(r#"{"brokers": ["a:1"], "sasl_password": "hunter2"}"#);
-        assert!(
-            message.starts_with("`sasl_password` is set but `sasl_mechanism` is none"),
-            "{message}"
-        );
+        assert!(message.starts_with("`sasl_password` is set but `sasl_mechanism` is none"), "{message}");
         assert!(!message.contains("hunter2"));
         assert_eq!(
             rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "GSSAPI"}"#),
@@ -922,22 +827,14 @@ mod tests {
             rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": "${KAFKA_PW}"}"#),
             "`sasl_password` refers to the environment variable KAFKA_PW, which is not set: set it, or write the value into the file"
         );
-        assert!(rejection(r#"{"brokers": ["${HOST"]}"#)
-            .starts_with("`brokers` has a `${` without a closing `}`"));
+        assert!(rejection(r#"{"brokers": ["${HOST"]}"#).starts_with("`brokers` has a `${` without a closing `}`"));
     }
 
     #[test]
     fn brokers_must_be_a_nonempty_list_of_host_port() {
         assert!(rejection(r#"{}"#).starts_with("`brokers` is missing"));
         assert!(rejection(r#"{"brokers": []}"#).starts_with("`brokers` is empty"));
-        for bad in [
-            "localhost",
-            "localhost:",
-            ":9092",
-            "host:99999",
-            "::1:9092",
-            "host:0",
-        ] {
+        for bad in ["localhost", "localhost:", ":9092", "host:99999", "::1:9092", "host:0"] {
             let message = rejection(&format!(r#"{{"brokers": ["{bad}"]}}"#));
             assert_eq!(
                 message,
@@ -948,29 +845,18 @@ mod tests {
 
     #[test]
     fn other_field_checks() {
-        assert!(
-            rejection(r#"{"brokers": ["a:1"], "start_position": "beginning"}"#)
-                .starts_with("`start_position` is \"beginning\": use \"earliest\" or \"latest\"")
-        );
-        assert!(rejection(r#"{"brokers": ["a:1"], "on_malformed": "skip"}"#)
-            .starts_with("`on_malformed` is \"skip\""));
+        assert!(rejection(r#"{"brokers": ["a:1"], "start_position": "beginning"}"#)
+            .starts_with("`start_position` is \"beginning\": use \"earliest\" or \"latest\""));
+        assert!(rejection(r#"{"brokers": ["a:1"], "on_malformed": "skip"}"#).starts_with("`on_malformed` is \"skip\""));
         assert!(rejection(r#"{"brokers": ["a:1"], "fetch_max_bytes": 0}"#)
             .starts_with("`fetch_max_bytes` must be a whole number from 1 to 2147483647"));
-        assert!(
-            rejection(r#"{"brokers": ["a:1"], "partition_max_bytes": 8388608}"#).starts_with(
-                "`partition_max_bytes` (8388608) is larger than `fetch_max_bytes` (4194304)"
-            )
-        );
-        assert!(
-            rejection(r#"{"brokers": ["a:1"], "topics": ["ok", "no/slash"]}"#)
-                .starts_with("`topics` has \"no/slash\", which is not a Kafka topic name")
-        );
-        assert!(
-            rejection(r#"{"brokers": ["a:1"], "connection_id": "has space"}"#)
-                .starts_with("`connection_id` must be 1 to 128 characters")
-        );
-        assert!(rejection(r#"{"brokers": ["a:1"], "brokers": ["b:2"]}"#)
-            .contains("duplicate JSON key `brokers`"));
+        assert!(rejection(r#"{"brokers": ["a:1"], "partition_max_bytes": 8388608}"#)
+            .starts_with("`partition_max_bytes` (8388608) is larger than `fetch_max_bytes` (4194304)"));
+        assert!(rejection(r#"{"brokers": ["a:1"], "topics": ["ok", "no/slash"]}"#)
+            .starts_with("`topics` has \"no/slash\", which is not a Kafka topic name"));
+        assert!(rejection(r#"{"brokers": ["a:1"], "connection_id": "has space"}"#)
+            .starts_with("`connection_id` must be 1 to 128 characters"));
+        assert!(rejection(r#"{"brokers": ["a:1"], "brokers": ["b:2"]}"#).contains("duplicate JSON key `brokers`"));
     }
 
     #[test]
@@ -982,8 +868,6 @@ mod tests {
     #[test]
     fn load_names_the_missing_file() {
         let error = Config::load(Path::new("/nonexistent/sluice.json")).unwrap_err();
-        assert!(error
-            .to_string()
-            .starts_with("cannot read the configuration file /nonexistent/sluice.json"));
+        assert!(error.to_string().starts_with("cannot read the configuration file /nonexistent/sluice.json"));
     }
 }

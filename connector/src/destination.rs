@@ -97,21 +97,13 @@ pub trait Destination {
     fn write_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError>;
 
     /// Certifies positions of the current run; only after the epochs they cover are written.
-    fn certify(
-        &mut self,
-        topic: &str,
-        positions: &BTreeMap<i32, NextOffset>,
-    ) -> Result<(), DestinationError>;
+    fn certify(&mut self, topic: &str, positions: &BTreeMap<i32, NextOffset>) -> Result<(), DestinationError>;
 
     /// Ends the run; a bounded run's output is committed from here on.
     fn finish_run(&mut self, topic: &str) -> Result<(), DestinationError>;
 
     /// The certified checkpoints of `topic` in `mode` (for bounded: of its latest run).
-    fn checkpoints(
-        &self,
-        mode: Mode,
-        topic: &str,
-    ) -> Result<Option<CertifiedCheckpoints>, DestinationError>;
+    fn checkpoints(&self, mode: Mode, topic: &str) -> Result<Option<CertifiedCheckpoints>, DestinationError>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,40 +150,15 @@ pub struct CertifiedCheckpoints {
 /// Why the destination could not do its part. `Display` names the path or topic and the remedy.
 #[derive(Debug)]
 pub enum DestinationError {
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        error: io::Error,
-    },
-    CorruptStore {
-        path: PathBuf,
-        detail: String,
-    },
+    Io { action: &'static str, path: PathBuf, error: io::Error },
+    CorruptStore { path: PathBuf, detail: String },
     Incarnation(Box<IncarnationMismatch>),
-    InvalidTopic {
-        topic: String,
-    },
-    NoActiveRun {
-        topic: String,
-    },
-    SchemaChanged {
-        topic: String,
-        path: PathBuf,
-    },
-    CheckpointRegression {
-        topic: String,
-        partition: i32,
-        certified: i64,
-        requested: i64,
-    },
-    SegmentStraddlesCheckpoint {
-        path: PathBuf,
-        next_offset: i64,
-    },
-    InvalidEpoch {
-        topic: String,
-        detail: String,
-    },
+    InvalidTopic { topic: String },
+    NoActiveRun { topic: String },
+    SchemaChanged { topic: String, path: PathBuf },
+    CheckpointRegression { topic: String, partition: i32, certified: i64, requested: i64 },
+    SegmentStraddlesCheckpoint { path: PathBuf, next_offset: i64 },
+    InvalidEpoch { topic: String, detail: String },
 }
 
 impl fmt::Display for DestinationError {
@@ -294,10 +261,7 @@ impl LocalDirectory {
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, DestinationError> {
         let root = root.into();
         ensure_dir(&root.join("_sluice"))?;
-        Ok(LocalDirectory {
-            root,
-            active: HashMap::new(),
-        })
+        Ok(LocalDirectory { root, active: HashMap::new() })
     }
 
     pub fn root(&self) -> &Path {
@@ -317,25 +281,12 @@ impl LocalDirectory {
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                return Ok(Store {
-                    format: STORE_FORMAT.into(),
-                    version: STORE_VERSION,
-                    ..Store::default()
-                })
+                return Ok(Store { format: STORE_FORMAT.into(), version: STORE_VERSION, ..Store::default() })
             }
-            Err(error) => {
-                return Err(DestinationError::Io {
-                    action: "read",
-                    path,
-                    error,
-                })
-            }
+            Err(error) => return Err(DestinationError::Io { action: "read", path, error }),
         };
-        let store: Store =
-            serde_json::from_slice(&bytes).map_err(|error| DestinationError::CorruptStore {
-                path: path.clone(),
-                detail: error.to_string(),
-            })?;
+        let store: Store = serde_json::from_slice(&bytes)
+            .map_err(|error| DestinationError::CorruptStore { path: path.clone(), detail: error.to_string() })?;
         if store.format != STORE_FORMAT || store.version != STORE_VERSION {
             return Err(DestinationError::CorruptStore {
                 path,
@@ -349,19 +300,14 @@ impl LocalDirectory {
     }
 
     fn save_store(&self, store: &Store) -> Result<(), DestinationError> {
-        let mut bytes = serde_json::to_vec_pretty(store)
-            .unwrap_or_else(|_| unreachable!("the store always serialises"));
+        let mut bytes =
+            serde_json::to_vec_pretty(store).unwrap_or_else(|_| unreachable!("the store always serialises"));
         bytes.push(b'\n');
         write_atomically(&self.store_path(), &bytes)
     }
 
     fn active(&self, topic: &str) -> Result<ActiveRun, DestinationError> {
-        self.active
-            .get(topic)
-            .cloned()
-            .ok_or_else(|| DestinationError::NoActiveRun {
-                topic: topic.to_string(),
-            })
+        self.active.get(topic).cloned().ok_or_else(|| DestinationError::NoActiveRun { topic: topic.to_string() })
     }
 
     /// Deletes the files in `<topic>/segments` and `<topic>/dead_letters` that `doomed` selects,
@@ -376,21 +322,11 @@ impl LocalDirectory {
             let entries = match fs::read_dir(&dir) {
                 Ok(entries) => entries,
                 Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-                Err(error) => {
-                    return Err(DestinationError::Io {
-                        action: "list",
-                        path: dir,
-                        error,
-                    })
-                }
+                Err(error) => return Err(DestinationError::Io { action: "list", path: dir, error }),
             };
             let mut deleted = false;
             for entry in entries {
-                let entry = entry.map_err(|error| DestinationError::Io {
-                    action: "list",
-                    path: dir.clone(),
-                    error,
-                })?;
+                let entry = entry.map_err(|error| DestinationError::Io { action: "list", path: dir.clone(), error })?;
                 let path = entry.path();
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let delete = if name.starts_with('.') && name.ends_with(".tmp") {
@@ -422,11 +358,7 @@ impl LocalDirectory {
         match fs::remove_file(&schema) {
             Ok(()) => sync_dir(&self.topic_dir(topic)),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(error) => Err(DestinationError::Io {
-                action: "delete",
-                path: schema,
-                error,
-            }),
+            Err(error) => Err(DestinationError::Io { action: "delete", path: schema, error }),
         }
     }
 }
@@ -453,9 +385,7 @@ impl Destination for LocalDirectory {
         incarnation: &Incarnation,
     ) -> Result<BTreeMap<i32, NextOffset>, DestinationError> {
         if !is_valid_topic_name(topic) || topic == "_sluice" {
-            return Err(DestinationError::InvalidTopic {
-                topic: topic.to_string(),
-            });
+            return Err(DestinationError::InvalidTopic { topic: topic.to_string() });
         }
         let mut store = self.load_store()?;
         let state = store.topics.entry(topic.to_string()).or_default();
@@ -477,22 +407,17 @@ impl Destination for LocalDirectory {
                         None => Ok(true),
                         Some(&NextOffset(next)) if name.first >= next => Ok(true),
                         Some(&NextOffset(next)) if name.last < next => Ok(false),
-                        Some(&NextOffset(next)) => {
-                            Err(DestinationError::SegmentStraddlesCheckpoint {
-                                path: path.to_path_buf(),
-                                next_offset: next,
-                            })
-                        }
+                        Some(&NextOffset(next)) => Err(DestinationError::SegmentStraddlesCheckpoint {
+                            path: path.to_path_buf(),
+                            next_offset: next,
+                        }),
                     }
                 })?;
                 (positions, None)
             }
             RunKind::Bounded(policy) => {
                 // Step 1: finish what an interrupted bounded run left, before recording a new one.
-                let previous = state
-                    .bounded
-                    .as_ref()
-                    .map(|b| (b.run, b.policy, b.finished));
+                let previous = state.bounded.as_ref().map(|b| (b.run, b.policy, b.finished));
                 if let Some((previous_run, previous_policy, false)) = previous {
                     if previous_policy == WritePolicy::Replace {
                         self.clear_topic_output(topic)?;
@@ -507,10 +432,7 @@ impl Destination for LocalDirectory {
                     run,
                     policy,
                     finished: false,
-                    checkpoints: CertifiedCheckpoints {
-                        incarnation: incarnation.clone(),
-                        partitions: BTreeMap::new(),
-                    },
+                    checkpoints: CertifiedCheckpoints { incarnation: incarnation.clone(), partitions: BTreeMap::new() },
                 });
                 self.save_store(&store)?;
                 // Step 3: clear earlier output for `replace`.
@@ -520,14 +442,7 @@ impl Destination for LocalDirectory {
                 (BTreeMap::new(), Some(run))
             }
         };
-        self.active.insert(
-            topic.to_string(),
-            ActiveRun {
-                kind,
-                run,
-                incarnation: incarnation.clone(),
-            },
-        );
+        self.active.insert(topic.to_string(), ActiveRun { kind, run, incarnation: incarnation.clone() });
         Ok(positions)
     }
 
@@ -539,59 +454,34 @@ impl Destination for LocalDirectory {
         let json = schema.to_json();
         match fs::read(&path) {
             Ok(existing) => {
-                let same = serde_json::from_slice::<serde_json::Value>(&existing).ok()
-                    == Some(json.clone());
+                let same = serde_json::from_slice::<serde_json::Value>(&existing).ok() == Some(json.clone());
                 return if same {
                     Ok(())
                 } else {
-                    Err(DestinationError::SchemaChanged {
-                        topic: topic.to_string(),
-                        path,
-                    })
+                    Err(DestinationError::SchemaChanged { topic: topic.to_string(), path })
                 };
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(error) => {
-                return Err(DestinationError::Io {
-                    action: "read",
-                    path,
-                    error,
-                })
-            }
+            Err(error) => return Err(DestinationError::Io { action: "read", path, error }),
         }
-        let mut bytes = serde_json::to_vec_pretty(&json)
-            .unwrap_or_else(|_| unreachable!("a Value always serialises"));
+        let mut bytes = serde_json::to_vec_pretty(&json).unwrap_or_else(|_| unreachable!("a Value always serialises"));
         bytes.push(b'\n');
         write_atomically(&path, &bytes)
     }
 
     fn write_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
         let active = self.active(topic)?;
-        let invalid = |detail: String| DestinationError::InvalidEpoch {
-            topic: topic.to_string(),
-            detail,
-        };
+        let invalid = |detail: String| DestinationError::InvalidEpoch { topic: topic.to_string(), detail };
         if epoch.first_offset < 0 || epoch.first_offset > epoch.last_offset {
-            return Err(invalid(format!(
-                "offsets [{}, {}]",
-                epoch.first_offset, epoch.last_offset
-            )));
+            return Err(invalid(format!("offsets [{}, {}]", epoch.first_offset, epoch.last_offset)));
         }
         let coordinates = epoch
             .rows
             .iter()
             .map(|row| (row.partition, row.offset))
-            .chain(
-                epoch
-                    .dead_letters
-                    .iter()
-                    .map(|letter| (letter.partition, letter.offset)),
-            );
+            .chain(epoch.dead_letters.iter().map(|letter| (letter.partition, letter.offset)));
         for (partition, offset) in coordinates {
-            if partition != epoch.partition
-                || offset < epoch.first_offset
-                || offset > epoch.last_offset
-            {
+            if partition != epoch.partition || offset < epoch.first_offset || offset > epoch.last_offset {
                 return Err(invalid(format!(
                     "record at partition {partition} offset {offset} is outside partition {} offsets [{}, {}]",
                     epoch.partition, epoch.first_offset, epoch.last_offset
@@ -615,41 +505,26 @@ impl Destination for LocalDirectory {
         if !epoch.rows.is_empty() {
             let dir = self.topic_dir(topic).join("segments");
             ensure_dir(&dir)?;
-            write_atomically(
-                &dir.join(&name),
-                &join_lines(epoch.rows.iter().map(Row::to_json_line)),
-            )?;
+            write_atomically(&dir.join(&name), &join_lines(epoch.rows.iter().map(Row::to_json_line)))?;
         }
         Ok(())
     }
 
-    fn certify(
-        &mut self,
-        topic: &str,
-        positions: &BTreeMap<i32, NextOffset>,
-    ) -> Result<(), DestinationError> {
+    fn certify(&mut self, topic: &str, positions: &BTreeMap<i32, NextOffset>) -> Result<(), DestinationError> {
         let active = self.active(topic)?;
         let mut store = self.load_store()?;
         let state = store.topics.entry(topic.to_string()).or_default();
         let checkpoints = match active.kind {
-            RunKind::Continuous => state
-                .continuous
-                .get_or_insert_with(|| CertifiedCheckpoints {
-                    incarnation: active.incarnation.clone(),
-                    partitions: BTreeMap::new(),
-                }),
+            RunKind::Continuous => state.continuous.get_or_insert_with(|| CertifiedCheckpoints {
+                incarnation: active.incarnation.clone(),
+                partitions: BTreeMap::new(),
+            }),
             RunKind::Bounded(_) => match &mut state.bounded {
                 Some(bounded) if Some(bounded.run) == active.run => &mut bounded.checkpoints,
-                _ => {
-                    return Err(DestinationError::NoActiveRun {
-                        topic: topic.to_string(),
-                    })
-                }
+                _ => return Err(DestinationError::NoActiveRun { topic: topic.to_string() }),
             },
         };
-        checkpoints
-            .incarnation
-            .check_same(topic, &active.incarnation)?;
+        checkpoints.incarnation.check_same(topic, &active.incarnation)?;
         for (&partition, &next) in positions {
             if let Some(&certified) = checkpoints.partitions.get(&partition) {
                 if next < certified {
@@ -670,17 +545,9 @@ impl Destination for LocalDirectory {
         let active = self.active(topic)?;
         if let RunKind::Bounded(_) = active.kind {
             let mut store = self.load_store()?;
-            match store
-                .topics
-                .get_mut(topic)
-                .and_then(|state| state.bounded.as_mut())
-            {
+            match store.topics.get_mut(topic).and_then(|state| state.bounded.as_mut()) {
                 Some(bounded) if Some(bounded.run) == active.run => bounded.finished = true,
-                _ => {
-                    return Err(DestinationError::NoActiveRun {
-                        topic: topic.to_string(),
-                    })
-                }
+                _ => return Err(DestinationError::NoActiveRun { topic: topic.to_string() }),
             }
             self.save_store(&store)?;
         }
@@ -688,21 +555,14 @@ impl Destination for LocalDirectory {
         Ok(())
     }
 
-    fn checkpoints(
-        &self,
-        mode: Mode,
-        topic: &str,
-    ) -> Result<Option<CertifiedCheckpoints>, DestinationError> {
+    fn checkpoints(&self, mode: Mode, topic: &str) -> Result<Option<CertifiedCheckpoints>, DestinationError> {
         let store = self.load_store()?;
         let Some(state) = store.topics.get(topic) else {
             return Ok(None);
         };
         Ok(match mode {
             Mode::Continuous => state.continuous.clone(),
-            Mode::Bounded => state
-                .bounded
-                .as_ref()
-                .map(|bounded| bounded.checkpoints.clone()),
+            Mode::Bounded => state.bounded.as_ref().map(|bounded| bounded.checkpoints.clone()),
         })
     }
 }
@@ -721,11 +581,7 @@ impl fmt::Display for SegmentName {
         if let Some(run) = self.run {
             write!(f, "r{run:010}-")?;
         }
-        write!(
-            f,
-            "p{}-{:020}-{:020}.jsonl",
-            self.partition, self.first, self.last
-        )
+        write!(f, "p{}-{:020}-{:020}.jsonl", self.partition, self.first, self.last)
     }
 }
 
@@ -743,12 +599,7 @@ impl SegmentName {
         let partition = parts.next()?.parse().ok()?;
         let first = parts.next()?.parse().ok()?;
         let last = parts.next()?.parse().ok()?;
-        parts.next().is_none().then_some(SegmentName {
-            run,
-            partition,
-            first,
-            last,
-        })
+        parts.next().is_none().then_some(SegmentName { run, partition, first, last })
     }
 }
 
@@ -764,22 +615,14 @@ fn join_lines(lines: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
 /// Temp file in the same directory, write, flush, fsync, rename, fsync the directory.
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temporary = dir.join(format!(".{name}.tmp"));
     let io_error = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |error| DestinationError::Io {
-            action,
-            path,
-            error,
-        }
+        move |error| DestinationError::Io { action, path, error }
     };
     let mut file = File::create(&temporary).map_err(io_error("create", &temporary))?;
-    file.write_all(contents)
-        .map_err(io_error("write", &temporary))?;
+    file.write_all(contents).map_err(io_error("write", &temporary))?;
     file.flush().map_err(io_error("write", &temporary))?;
     file.sync_all().map_err(io_error("sync", &temporary))?;
     drop(file);
@@ -788,13 +631,11 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError
 }
 
 fn sync_dir(dir: &Path) -> Result<(), DestinationError> {
-    File::open(dir)
-        .and_then(|handle| handle.sync_all())
-        .map_err(|error| DestinationError::Io {
-            action: "sync",
-            path: dir.to_path_buf(),
-            error,
-        })
+    File::open(dir).and_then(|handle| handle.sync_all()).map_err(|error| DestinationError::Io {
+        action: "sync",
+        path: dir.to_path_buf(),
+        error,
+    })
 }
 
 /// Creates `dir` (and parents) and makes the new entry durable in its parent.
@@ -815,9 +656,7 @@ fn ensure_dir(dir: &Path) -> Result<(), DestinationError> {
 
 /// 32 hex digits from the standard library's randomly keyed hasher, the clock and the pid.
 fn generate_connection_id() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let mut halves = [0u64; 2];
     for (i, half) in halves.iter_mut().enumerate() {
         let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
@@ -839,8 +678,7 @@ mod tests {
 
     impl TempDir {
         fn new(name: &str) -> TempDir {
-            let path =
-                std::env::temp_dir().join(format!("sluice-test-{name}-{}", std::process::id()));
+            let path = std::env::temp_dir().join(format!("sluice-test-{name}-{}", std::process::id()));
             let _ = fs::remove_dir_all(&path);
             fs::create_dir_all(&path).unwrap();
             TempDir(path)
@@ -854,11 +692,7 @@ mod tests {
     }
 
     fn incarnation(topic_id: &str) -> Incarnation {
-        Incarnation {
-            connection_id: "c1".into(),
-            cluster_id: "k1".into(),
-            topic_id: topic_id.into(),
-        }
+        Incarnation { connection_id: "c1".into(), cluster_id: "k1".into(), topic_id: topic_id.into() }
     }
 
     /// Rows for `partition` at each offset in `offsets`, payload `{"n": offset}`.
@@ -882,13 +716,7 @@ mod tests {
     }
 
     fn epoch<'a>(partition: i32, first: i64, last: i64, rows: &'a [Row]) -> Epoch<'a> {
-        Epoch {
-            partition,
-            first_offset: first,
-            last_offset: last,
-            rows,
-            dead_letters: &[],
-        }
+        Epoch { partition, first_offset: first, last_offset: last, rows, dead_letters: &[] }
     }
 
     fn positions(entries: &[(i32, i64)]) -> BTreeMap<i32, NextOffset> {
@@ -905,10 +733,7 @@ mod tests {
             let text = fs::read_to_string(entry.unwrap().path()).unwrap();
             for line in text.lines() {
                 let row: serde_json::Value = serde_json::from_str(line).unwrap();
-                out.push((
-                    row["partition"].as_i64().unwrap(),
-                    row["offset"].as_i64().unwrap(),
-                ));
+                out.push((row["partition"].as_i64().unwrap(), row["offset"].as_i64().unwrap()));
             }
         }
         out.sort();
@@ -917,11 +742,7 @@ mod tests {
 
     fn segment_names(root: &Path, topic: &str) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(root.join(topic).join("segments"))
-            .map(|entries| {
-                entries
-                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
+            .map(|entries| entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
         names.sort();
         names
@@ -931,47 +752,26 @@ mod tests {
     fn write_certify_and_reload() {
         let dir = TempDir::new("reload");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        let start = destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
+        let start = destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
         assert!(start.is_empty());
         // Initial frontiers, idle partition 1 included, before any record.
-        destination
-            .certify("orders", &positions(&[(0, 0), (1, 5)]))
-            .unwrap();
+        destination.certify("orders", &positions(&[(0, 0), (1, 5)])).unwrap();
         let batch = rows(0, 0..=2);
-        destination
-            .write_schema("orders", batch[0].schema.as_ref())
-            .unwrap();
-        destination
-            .write_epoch("orders", &epoch(0, 0, 2, &batch))
-            .unwrap();
-        destination
-            .certify("orders", &positions(&[(0, 3)]))
-            .unwrap();
+        destination.write_schema("orders", batch[0].schema.as_ref()).unwrap();
+        destination.write_epoch("orders", &epoch(0, 0, 2, &batch)).unwrap();
+        destination.certify("orders", &positions(&[(0, 3)])).unwrap();
         destination.finish_run("orders").unwrap();
 
-        assert_eq!(
-            segment_names(&dir.0, "orders"),
-            vec!["p0-00000000000000000000-00000000000000000002.jsonl"]
-        );
+        assert_eq!(segment_names(&dir.0, "orders"), vec!["p0-00000000000000000000-00000000000000000002.jsonl"]);
         let store = fs::read_to_string(dir.0.join("_sluice/checkpoints.json")).unwrap();
-        assert!(
-            store.contains(r#""kind": "kafka.partition.next_offset""#),
-            "{store}"
-        );
+        assert!(store.contains(r#""kind": "kafka.partition.next_offset""#), "{store}");
         let schema = fs::read_to_string(dir.0.join("orders/schema.json")).unwrap();
         assert!(schema.contains(r#""name": "n""#), "{schema}");
 
         let mut reopened = LocalDirectory::open(&dir.0).unwrap();
-        let resume = reopened
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
+        let resume = reopened.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
         assert_eq!(resume, positions(&[(0, 3), (1, 5)]));
-        let stored = reopened
-            .checkpoints(Mode::Continuous, "orders")
-            .unwrap()
-            .unwrap();
+        let stored = reopened.checkpoints(Mode::Continuous, "orders").unwrap().unwrap();
         assert_eq!(stored.incarnation, incarnation("t1"));
         assert_eq!(reopened.checkpoints(Mode::Bounded, "orders").unwrap(), None);
         assert_eq!(output(&dir.0, "orders"), vec![(0, 0), (0, 1), (0, 2)]);
@@ -981,16 +781,10 @@ mod tests {
     fn replayed_epoch_overwrites_its_segment() {
         let dir = TempDir::new("overwrite");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
         let batch = rows(0, 10..=12);
-        destination
-            .write_epoch("orders", &epoch(0, 10, 12, &batch))
-            .unwrap();
-        destination
-            .write_epoch("orders", &epoch(0, 10, 12, &batch))
-            .unwrap();
+        destination.write_epoch("orders", &epoch(0, 10, 12, &batch)).unwrap();
+        destination.write_epoch("orders", &epoch(0, 10, 12, &batch)).unwrap();
         assert_eq!(output(&dir.0, "orders"), vec![(0, 10), (0, 11), (0, 12)]);
     }
 
@@ -999,35 +793,21 @@ mod tests {
         let dir = TempDir::new("crash");
         {
             let mut destination = LocalDirectory::open(&dir.0).unwrap();
-            destination
-                .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-                .unwrap();
-            destination
-                .certify("orders", &positions(&[(0, 0), (1, 0)]))
-                .unwrap();
+            destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
+            destination.certify("orders", &positions(&[(0, 0), (1, 0)])).unwrap();
             let first = rows(0, 0..=9);
-            destination
-                .write_epoch("orders", &epoch(0, 0, 9, &first))
-                .unwrap();
-            destination
-                .certify("orders", &positions(&[(0, 10)]))
-                .unwrap();
+            destination.write_epoch("orders", &epoch(0, 0, 9, &first)).unwrap();
+            destination.certify("orders", &positions(&[(0, 10)])).unwrap();
             // Renamed into place but never certified: the process dies here.
             let uncertified = rows(0, 10..=30);
-            destination
-                .write_epoch("orders", &epoch(0, 10, 30, &uncertified))
-                .unwrap();
+            destination.write_epoch("orders", &epoch(0, 10, 30, &uncertified)).unwrap();
             let other_partition = rows(1, 0..=4);
-            destination
-                .write_epoch("orders", &epoch(1, 0, 4, &other_partition))
-                .unwrap();
+            destination.write_epoch("orders", &epoch(1, 0, 4, &other_partition)).unwrap();
             // And a temporary file from an interrupted write.
             fs::write(dir.0.join("orders/segments/.p0-x.jsonl.tmp"), b"partial").unwrap();
         }
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        let resume = destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
+        let resume = destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
         assert_eq!(resume, positions(&[(0, 10), (1, 0)]));
         assert_eq!(
             segment_names(&dir.0, "orders"),
@@ -1037,72 +817,39 @@ mod tests {
         // The replay cuts the epochs differently.
         for (first, last) in [(10, 25), (26, 30)] {
             let batch = rows(0, first..=last);
-            destination
-                .write_epoch("orders", &epoch(0, first, last, &batch))
-                .unwrap();
-            destination
-                .certify("orders", &positions(&[(0, last + 1)]))
-                .unwrap();
+            destination.write_epoch("orders", &epoch(0, first, last, &batch)).unwrap();
+            destination.certify("orders", &positions(&[(0, last + 1)])).unwrap();
         }
         let batch = rows(1, 0..=4);
-        destination
-            .write_epoch("orders", &epoch(1, 0, 4, &batch))
-            .unwrap();
-        destination
-            .certify("orders", &positions(&[(1, 5)]))
-            .unwrap();
-        let expected: Vec<(i64, i64)> = (0..=30)
-            .map(|o| (0, o))
-            .chain((0..=4).map(|o| (1, o)))
-            .collect();
-        assert_eq!(
-            output(&dir.0, "orders"),
-            expected,
-            "every record exactly once"
-        );
+        destination.write_epoch("orders", &epoch(1, 0, 4, &batch)).unwrap();
+        destination.certify("orders", &positions(&[(1, 5)])).unwrap();
+        let expected: Vec<(i64, i64)> = (0..=30).map(|o| (0, o)).chain((0..=4).map(|o| (1, o))).collect();
+        assert_eq!(output(&dir.0, "orders"), expected, "every record exactly once");
     }
 
     #[test]
     fn recreated_topic_is_refused_with_both_topic_ids() {
         let dir = TempDir::new("incarnation");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("id-A"))
-            .unwrap();
-        destination
-            .certify("orders", &positions(&[(0, 7)]))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Continuous, &incarnation("id-A")).unwrap();
+        destination.certify("orders", &positions(&[(0, 7)])).unwrap();
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        let error = destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("id-B"))
-            .unwrap_err();
+        let error = destination.begin_run("orders", RunKind::Continuous, &incarnation("id-B")).unwrap_err();
         assert!(matches!(error, DestinationError::Incarnation(_)));
         assert!(
-            error.to_string().starts_with("topic orders was recreated (topic id changed from id-A to id-B); its checkpoint cannot be reused"),
+            error.to_string().starts_with(
+                "topic orders was recreated (topic id changed from id-A to id-B); its checkpoint cannot be reused"
+            ),
             "{error}"
         );
         // A bounded run of the new topic is allowed and leaves the continuous checkpoint alone.
-        destination
-            .begin_run(
-                "orders",
-                RunKind::Bounded(WritePolicy::Append),
-                &incarnation("id-B"),
-            )
-            .unwrap();
-        destination
-            .certify("orders", &positions(&[(0, 2)]))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("id-B")).unwrap();
+        destination.certify("orders", &positions(&[(0, 2)])).unwrap();
         destination.finish_run("orders").unwrap();
-        let continuous = destination
-            .checkpoints(Mode::Continuous, "orders")
-            .unwrap()
-            .unwrap();
+        let continuous = destination.checkpoints(Mode::Continuous, "orders").unwrap().unwrap();
         assert_eq!(continuous.incarnation.topic_id, "id-A");
         assert_eq!(continuous.partitions, positions(&[(0, 7)]));
-        let bounded = destination
-            .checkpoints(Mode::Bounded, "orders")
-            .unwrap()
-            .unwrap();
+        let bounded = destination.checkpoints(Mode::Bounded, "orders").unwrap().unwrap();
         assert_eq!(bounded.partitions, positions(&[(0, 2)]));
     }
 
@@ -1112,26 +859,12 @@ mod tests {
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
         let batch = rows(0, 0..=1);
         for _ in 0..2 {
-            destination
-                .begin_run(
-                    "orders",
-                    RunKind::Bounded(WritePolicy::Append),
-                    &incarnation("t1"),
-                )
-                .unwrap();
-            destination
-                .write_schema("orders", batch[0].schema.as_ref())
-                .unwrap();
-            destination
-                .write_epoch("orders", &epoch(0, 0, 1, &batch))
-                .unwrap();
+            destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
+            destination.write_schema("orders", batch[0].schema.as_ref()).unwrap();
+            destination.write_epoch("orders", &epoch(0, 0, 1, &batch)).unwrap();
             destination.finish_run("orders").unwrap();
         }
-        assert_eq!(
-            output(&dir.0, "orders"),
-            vec![(0, 0), (0, 0), (0, 1), (0, 1)],
-            "append rereads add"
-        );
+        assert_eq!(output(&dir.0, "orders"), vec![(0, 0), (0, 0), (0, 1), (0, 1)], "append rereads add");
         assert_eq!(
             segment_names(&dir.0, "orders"),
             vec![
@@ -1139,20 +872,9 @@ mod tests {
                 "r0000000002-p0-00000000000000000000-00000000000000000001.jsonl"
             ]
         );
-        destination
-            .begin_run(
-                "orders",
-                RunKind::Bounded(WritePolicy::Replace),
-                &incarnation("t1"),
-            )
-            .unwrap();
-        assert!(
-            !dir.0.join("orders/schema.json").exists(),
-            "replace clears the schema too"
-        );
-        destination
-            .write_epoch("orders", &epoch(0, 0, 1, &batch))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Bounded(WritePolicy::Replace), &incarnation("t1")).unwrap();
+        assert!(!dir.0.join("orders/schema.json").exists(), "replace clears the schema too");
+        destination.write_epoch("orders", &epoch(0, 0, 1, &batch)).unwrap();
         destination.finish_run("orders").unwrap();
         assert_eq!(output(&dir.0, "orders"), vec![(0, 0), (0, 1)]);
     }
@@ -1163,189 +885,88 @@ mod tests {
         let batch = rows(0, 0..=3);
         {
             let mut destination = LocalDirectory::open(&dir.0).unwrap();
-            destination
-                .begin_run(
-                    "orders",
-                    RunKind::Bounded(WritePolicy::Append),
-                    &incarnation("t1"),
-                )
-                .unwrap();
-            destination
-                .write_epoch("orders", &epoch(0, 0, 3, &batch))
-                .unwrap();
+            destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
+            destination.write_epoch("orders", &epoch(0, 0, 3, &batch)).unwrap();
             destination.finish_run("orders").unwrap();
             // The second run dies before finishing.
-            destination
-                .begin_run(
-                    "orders",
-                    RunKind::Bounded(WritePolicy::Append),
-                    &incarnation("t1"),
-                )
-                .unwrap();
-            destination
-                .write_epoch("orders", &epoch(0, 0, 1, &batch[..2]))
-                .unwrap();
+            destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
+            destination.write_epoch("orders", &epoch(0, 0, 1, &batch[..2])).unwrap();
         }
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run(
-                "orders",
-                RunKind::Bounded(WritePolicy::Append),
-                &incarnation("t1"),
-            )
-            .unwrap();
-        assert_eq!(
-            output(&dir.0, "orders"),
-            vec![(0, 0), (0, 1), (0, 2), (0, 3)],
-            "only the finished run remains"
-        );
-        destination
-            .write_epoch("orders", &epoch(0, 0, 3, &batch))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
+        assert_eq!(output(&dir.0, "orders"), vec![(0, 0), (0, 1), (0, 2), (0, 3)], "only the finished run remains");
+        destination.write_epoch("orders", &epoch(0, 0, 3, &batch)).unwrap();
         destination.finish_run("orders").unwrap();
         assert_eq!(output(&dir.0, "orders").len(), 8);
 
         // A replace run interrupted mid-way has its clearing completed even by an append start.
-        destination
-            .begin_run(
-                "orders",
-                RunKind::Bounded(WritePolicy::Replace),
-                &incarnation("t1"),
-            )
-            .unwrap();
-        destination
-            .write_epoch("orders", &epoch(0, 0, 1, &batch[..2]))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Bounded(WritePolicy::Replace), &incarnation("t1")).unwrap();
+        destination.write_epoch("orders", &epoch(0, 0, 1, &batch[..2])).unwrap();
         // Simulate the clearing having been cut short: an old continuous segment reappears.
         let old = rows(0, 5..=5);
-        let stray = dir
-            .0
-            .join("orders/segments/p0-00000000000000000005-00000000000000000005.jsonl");
+        let stray = dir.0.join("orders/segments/p0-00000000000000000005-00000000000000000005.jsonl");
         fs::write(&stray, old[0].to_json_line()).unwrap();
         drop(destination);
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run(
-                "orders",
-                RunKind::Bounded(WritePolicy::Append),
-                &incarnation("t1"),
-            )
-            .unwrap();
-        assert!(
-            output(&dir.0, "orders").is_empty(),
-            "{:?}",
-            output(&dir.0, "orders")
-        );
+        destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
+        assert!(output(&dir.0, "orders").is_empty(), "{:?}", output(&dir.0, "orders"));
     }
 
     #[test]
     fn dead_letters_are_written_per_epoch_and_replayed_in_place() {
         let dir = TempDir::new("dead-letters");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
         let mut decoder = RowDecoder::new("orders", incarnation("t1"));
-        let good = RecordRef {
-            partition: 0,
-            offset: 0,
-            key: None,
-            value: Some(br#"{"n":1}"#),
-            headers: &[],
-            timestamp: None,
-        };
-        let bad = RecordRef {
-            offset: 1,
-            value: Some(br#"{"n":"x"}"#),
-            ..good
-        };
+        let good =
+            RecordRef { partition: 0, offset: 0, key: None, value: Some(br#"{"n":1}"#), headers: &[], timestamp: None };
+        let bad = RecordRef { offset: 1, value: Some(br#"{"n":"x"}"#), ..good };
         let row = decoder.decode(&good).unwrap();
         let letter = DeadLetter::new(&bad, &decoder.decode(&bad).unwrap_err());
         let rows = [row];
         let letters = [letter];
-        let epoch = Epoch {
-            partition: 0,
-            first_offset: 0,
-            last_offset: 1,
-            rows: &rows,
-            dead_letters: &letters,
-        };
+        let epoch = Epoch { partition: 0, first_offset: 0, last_offset: 1, rows: &rows, dead_letters: &letters };
         destination.write_epoch("orders", &epoch).unwrap();
         destination.write_epoch("orders", &epoch).unwrap();
-        let path = dir
-            .0
-            .join("orders/dead_letters/p0-00000000000000000000-00000000000000000001.jsonl");
+        let path = dir.0.join("orders/dead_letters/p0-00000000000000000000-00000000000000000001.jsonl");
         let text = fs::read_to_string(path).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
-        assert!(
-            text.contains(r#""value":{"base64":"eyJuIjoieCJ9"}"#),
-            "{text}"
-        );
+        assert!(text.contains(r#""value":{"base64":"eyJuIjoieCJ9"}"#), "{text}");
         // Not certified: the next start removes the dead letters with the rows.
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
-        assert_eq!(
-            fs::read_dir(dir.0.join("orders/dead_letters"))
-                .unwrap()
-                .count(),
-            0
-        );
+        destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
+        assert_eq!(fs::read_dir(dir.0.join("orders/dead_letters")).unwrap().count(), 0);
     }
 
     #[test]
     fn misuse_and_bad_input_are_typed_errors() {
         let dir = TempDir::new("misuse");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        let error = destination
-            .certify("orders", &positions(&[(0, 1)]))
-            .unwrap_err();
-        assert_eq!(error.to_string(), "no run of topic orders is in progress: call begin_run first (this is a bug in the caller)");
-        let error = destination
-            .begin_run("_sluice", RunKind::Continuous, &incarnation("t"))
-            .unwrap_err();
-        assert!(
-            error.to_string().contains("`_sluice` is reserved"),
-            "{error}"
+        let error = destination.certify("orders", &positions(&[(0, 1)])).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "no run of topic orders is in progress: call begin_run first (this is a bug in the caller)"
         );
-        destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
-        destination
-            .certify("orders", &positions(&[(0, 5)]))
-            .unwrap();
-        let error = destination
-            .certify("orders", &positions(&[(0, 4)]))
-            .unwrap_err();
-        assert!(error.to_string().starts_with("topic orders partition 0: certifying next offset 4 would move back from the certified 5"));
+        let error = destination.begin_run("_sluice", RunKind::Continuous, &incarnation("t")).unwrap_err();
+        assert!(error.to_string().contains("`_sluice` is reserved"), "{error}");
+        destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
+        destination.certify("orders", &positions(&[(0, 5)])).unwrap();
+        let error = destination.certify("orders", &positions(&[(0, 4)])).unwrap_err();
+        assert!(error
+            .to_string()
+            .starts_with("topic orders partition 0: certifying next offset 4 would move back from the certified 5"));
         let batch = rows(0, 0..=1);
-        let error = destination
-            .write_epoch("orders", &epoch(0, 1, 1, &batch))
-            .unwrap_err();
+        let error = destination.write_epoch("orders", &epoch(0, 1, 1, &batch)).unwrap_err();
         assert!(
-            error
-                .to_string()
-                .contains("record at partition 0 offset 0 is outside partition 0 offsets [1, 1]"),
+            error.to_string().contains("record at partition 0 offset 0 is outside partition 0 offsets [1, 1]"),
             "{error}"
         );
-        destination
-            .write_schema("orders", batch[0].schema.as_ref())
-            .unwrap();
-        let error = destination
-            .write_schema("orders", &Schema::Raw)
-            .unwrap_err();
-        assert!(
-            error
-                .to_string()
-                .starts_with("topic orders's schema differs from the one its output in"),
-            "{error}"
-        );
+        destination.write_schema("orders", batch[0].schema.as_ref()).unwrap();
+        let error = destination.write_schema("orders", &Schema::Raw).unwrap_err();
+        assert!(error.to_string().starts_with("topic orders's schema differs from the one its output in"), "{error}");
 
         fs::write(dir.0.join("_sluice/checkpoints.json"), b"{not json").unwrap();
-        let error = destination
-            .checkpoints(Mode::Continuous, "orders")
-            .unwrap_err();
+        let error = destination.checkpoints(Mode::Continuous, "orders").unwrap_err();
         assert!(error.to_string().starts_with(&format!(
             "the checkpoint store {} is not readable",
             dir.0.join("_sluice/checkpoints.json").display()
@@ -1356,26 +977,12 @@ mod tests {
     fn straddling_segment_is_reported_not_guessed() {
         let dir = TempDir::new("straddle");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
-        destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap();
-        destination
-            .certify("orders", &positions(&[(0, 5)]))
-            .unwrap();
+        destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap();
+        destination.certify("orders", &positions(&[(0, 5)])).unwrap();
         let batch = rows(0, 3..=8);
-        destination
-            .write_epoch("orders", &epoch(0, 3, 8, &batch))
-            .unwrap();
-        let error = destination
-            .begin_run("orders", RunKind::Continuous, &incarnation("t1"))
-            .unwrap_err();
-        assert!(
-            matches!(
-                error,
-                DestinationError::SegmentStraddlesCheckpoint { next_offset: 5, .. }
-            ),
-            "{error}"
-        );
+        destination.write_epoch("orders", &epoch(0, 3, 8, &batch)).unwrap();
+        let error = destination.begin_run("orders", RunKind::Continuous, &incarnation("t1")).unwrap_err();
+        assert!(matches!(error, DestinationError::SegmentStraddlesCheckpoint { next_offset: 5, .. }), "{error}");
     }
 
     #[test]
@@ -1383,10 +990,7 @@ mod tests {
         let dir = TempDir::new("connection-id");
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
         let generated = destination.connection_id(None).unwrap();
-        assert!(
-            generated.starts_with("sluice-") && generated.len() == 39,
-            "{generated}"
-        );
+        assert!(generated.starts_with("sluice-") && generated.len() == 39, "{generated}");
         let mut reopened = LocalDirectory::open(&dir.0).unwrap();
         assert_eq!(reopened.connection_id(None).unwrap(), generated);
         assert_eq!(reopened.connection_id(Some("mine")).unwrap(), "mine");
@@ -1395,18 +999,8 @@ mod tests {
     #[test]
     fn segment_names_round_trip() {
         for name in [
-            SegmentName {
-                run: None,
-                partition: 3,
-                first: 0,
-                last: i64::MAX,
-            },
-            SegmentName {
-                run: Some(12),
-                partition: 0,
-                first: 10,
-                last: 30,
-            },
+            SegmentName { run: None, partition: 3, first: 0, last: i64::MAX },
+            SegmentName { run: Some(12), partition: 0, first: 10, last: 30 },
         ] {
             assert_eq!(SegmentName::parse(&name.to_string()), Some(name));
         }

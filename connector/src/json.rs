@@ -44,8 +44,7 @@ impl fmt::Display for JsonError {
 
 /// Parses `bytes` as one JSON value, rejecting duplicate object keys at any depth.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, JsonError> {
-    let value: Value =
-        serde_json::from_slice(bytes).map_err(|error| JsonError::Syntax(error.to_string()))?;
+    let value: Value = serde_json::from_slice(bytes).map_err(|error| JsonError::Syntax(error.to_string()))?;
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     match DuplicateKeyCheck::deserialize(&mut deserializer) {
         Ok(DuplicateKeyCheck(None)) => Ok(value),
@@ -103,10 +102,7 @@ impl<'de> Visitor<'de> for DuplicateKeyVisitor {
             if let Some((path, key)) = element.0 {
                 // Drain the rest so the deserializer stays consistent, then report.
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                return Ok(DuplicateKeyCheck(Some((
-                    nest(&format!("[{index}]"), &path),
-                    key,
-                ))));
+                return Ok(DuplicateKeyCheck(Some((nest(&format!("[{index}]"), &path), key))));
             }
             index += 1;
         }
@@ -159,11 +155,7 @@ pub fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         let symbols = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
         for (i, symbol) in symbols.iter().enumerate() {
@@ -217,10 +209,8 @@ mod tests {
 
     #[test]
     fn keeps_exact_number_text() {
-        let value = parse_strict(
-            br#"{"a": 12345678901234567890.000000000000000001, "b": 1.50, "c": -0, "d": 1E400}"#,
-        )
-        .unwrap();
+        let value =
+            parse_strict(br#"{"a": 12345678901234567890.000000000000000001, "b": 1.50, "c": -0, "d": 1E400}"#).unwrap();
         // The exponent is the one place serde_json normalises the text: `E` becomes `e` and an
         // implicit sign becomes `+`. The value, digits and trailing zeros are kept.
         assert_eq!(
@@ -234,13 +224,7 @@ mod tests {
         let top = parse_strict(br#"{"a": 1, "b": 2, "a": 3}"#).unwrap_err();
         assert_eq!(top.to_string(), "duplicate JSON key `a` in the object at $");
         let nested = parse_strict(br#"{"a": {"x": [1, {"k": 1, "k": 2}]}}"#).unwrap_err();
-        assert_eq!(
-            nested,
-            JsonError::DuplicateKey {
-                path: "$.a.x[1]".into(),
-                key: "k".into()
-            }
-        );
+        assert_eq!(nested, JsonError::DuplicateKey { path: "$.a.x[1]".into(), key: "k".into() });
         assert!(parse_strict(br#"{"a": {"k": 1}, "b": {"k": 2}}"#).is_ok());
     }
 
@@ -274,13 +258,7 @@ mod tests {
     #[test]
     fn bytes_encoding_distinguishes_null_empty_and_binary() {
         assert_eq!(optional_bytes_to_json(None), Value::Null);
-        assert_eq!(
-            optional_bytes_to_json(Some(b"")).to_string(),
-            r#"{"utf8":""}"#
-        );
-        assert_eq!(
-            bytes_to_json(&[0xff, 0x00]).to_string(),
-            r#"{"base64":"/wA="}"#
-        );
+        assert_eq!(optional_bytes_to_json(Some(b"")).to_string(), r#"{"utf8":""}"#);
+        assert_eq!(bytes_to_json(&[0xff, 0x00]).to_string(), r#"{"base64":"/wA="}"#);
     }
 }

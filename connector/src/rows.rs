@@ -56,12 +56,7 @@ use crate::json::{self, parse_strict, JsonError};
 /// Transport columns, first in every row.
 pub const TRANSPORT_COLUMNS: [&str; 4] = ["topic", "partition", "offset", "tombstone"];
 /// Metadata columns, after the transport columns.
-pub const METADATA_COLUMNS: [&str; 4] = [
-    "_sluice_event_id",
-    "_sluice_event_ts",
-    "_sluice_headers",
-    "_sluice_key",
-];
+pub const METADATA_COLUMNS: [&str; 4] = ["_sluice_event_id", "_sluice_event_ts", "_sluice_headers", "_sluice_key"];
 /// No payload column may start with this (compared ignoring case).
 pub const RESERVED_PREFIX: &str = "_sluice_";
 /// The one payload column of a raw resource.
@@ -129,11 +124,7 @@ impl Schema {
         ];
         let format = match self {
             Schema::Object(payload) => {
-                columns.extend(
-                    payload
-                        .iter()
-                        .map(|c| (c.name.clone(), c.column_type.name())),
-                );
+                columns.extend(payload.iter().map(|c| (c.name.clone(), c.column_type.name())));
                 "object"
             }
             Schema::Raw => {
@@ -141,10 +132,7 @@ impl Schema {
                 "raw"
             }
         };
-        let columns = columns
-            .into_iter()
-            .map(|(name, kind)| serde_json::json!({"name": name, "type": kind}))
-            .collect();
+        let columns = columns.into_iter().map(|(name, kind)| serde_json::json!({"name": name, "type": kind})).collect();
         let mut out = Map::new();
         out.insert("payload_format".into(), Value::String(format.into()));
         out.insert("columns".into(), Value::Array(columns));
@@ -202,11 +190,7 @@ struct Fixed {
 
 impl RowDecoder {
     pub fn new(topic: impl Into<String>, incarnation: Incarnation) -> Self {
-        RowDecoder {
-            topic: topic.into(),
-            incarnation,
-            fixed: None,
-        }
+        RowDecoder { topic: topic.into(), incarnation, fixed: None }
     }
 
     /// The schema, once the first record has fixed it.
@@ -228,20 +212,10 @@ impl RowDecoder {
                 RowPayload::Object(self.fit(record, object, columns.len())?)
             }
             (Incoming::Raw(_), Schema::Object(_)) => {
-                return Err(self.error(
-                    record,
-                    RowErrorKind::RawInObjectResource {
-                        fixed_at: self.fixed_at(),
-                    },
-                ))
+                return Err(self.error(record, RowErrorKind::RawInObjectResource { fixed_at: self.fixed_at() }))
             }
             (Incoming::Object(_), Schema::Raw) => {
-                return Err(self.error(
-                    record,
-                    RowErrorKind::ObjectInRawResource {
-                        fixed_at: self.fixed_at(),
-                    },
-                ))
+                return Err(self.error(record, RowErrorKind::ObjectInRawResource { fixed_at: self.fixed_at() }))
             }
         };
         Ok(Row {
@@ -251,11 +225,7 @@ impl RowDecoder {
             offset: record.offset,
             event_id: self.incarnation.event_id(record.partition, record.offset),
             timestamp: record.timestamp,
-            headers: record
-                .headers
-                .iter()
-                .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
-                .collect(),
+            headers: record.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
             key: record.key.map(<[u8]>::to_vec),
             payload,
         })
@@ -279,11 +249,7 @@ impl RowDecoder {
         }
     }
 
-    fn fix_schema(
-        &mut self,
-        record: &RecordRef<'_>,
-        payload: &Incoming<'_>,
-    ) -> Result<Arc<Schema>, RowError> {
+    fn fix_schema(&mut self, record: &RecordRef<'_>, payload: &Incoming<'_>) -> Result<Arc<Schema>, RowError> {
         let schema = match payload {
             Incoming::Tombstone | Incoming::Raw(_) => Schema::Raw,
             Incoming::Object(object) => {
@@ -295,67 +261,33 @@ impl RowDecoder {
                 Schema::Object(
                     object
                         .iter()
-                        .map(|(name, value)| Column {
-                            name: name.clone(),
-                            column_type: ColumnType::of(value),
-                        })
+                        .map(|(name, value)| Column { name: name.clone(), column_type: ColumnType::of(value) })
                         .collect(),
                 )
             }
         };
         let index = match &schema {
-            Schema::Object(columns) => columns
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (c.name.clone(), i))
-                .collect(),
+            Schema::Object(columns) => columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect(),
             Schema::Raw => HashMap::new(),
         };
         let schema = Arc::new(schema);
-        self.fixed = Some(Fixed {
-            schema: schema.clone(),
-            index,
-            partition: record.partition,
-            offset: record.offset,
-        });
+        self.fixed = Some(Fixed { schema: schema.clone(), index, partition: record.partition, offset: record.offset });
         Ok(schema)
     }
 
     /// Places the object's values in schema order, checking every field first.
-    fn fit(
-        &self,
-        record: &RecordRef<'_>,
-        object: Map<String, Value>,
-        width: usize,
-    ) -> Result<Vec<Value>, RowError> {
-        let Some(fixed) = &self.fixed else {
-            unreachable!("fit is called after the schema is fixed")
-        };
-        let Schema::Object(columns) = fixed.schema.as_ref() else {
-            unreachable!("fit is called for object schemas")
-        };
+    fn fit(&self, record: &RecordRef<'_>, object: Map<String, Value>, width: usize) -> Result<Vec<Value>, RowError> {
+        let Some(fixed) = &self.fixed else { unreachable!("fit is called after the schema is fixed") };
+        let Schema::Object(columns) = fixed.schema.as_ref() else { unreachable!("fit is called for object schemas") };
         let mut values = vec![Value::Null; width];
         for (name, value) in object {
             let Some(&index) = fixed.index.get(&name) else {
-                return Err(self.error(
-                    record,
-                    RowErrorKind::NewField {
-                        field: name,
-                        fixed_at: self.fixed_at(),
-                    },
-                ));
+                return Err(self.error(record, RowErrorKind::NewField { field: name, fixed_at: self.fixed_at() }));
             };
             let column_type = columns[index].column_type;
             if !column_type.accepts(&value) {
                 let found = ColumnType::of(&value);
-                return Err(self.error(
-                    record,
-                    RowErrorKind::TypeChanged {
-                        field: name,
-                        column_type,
-                        found,
-                    },
-                ));
+                return Err(self.error(record, RowErrorKind::TypeChanged { field: name, column_type, found }));
             }
             values[index] = value;
         }
@@ -363,18 +295,11 @@ impl RowDecoder {
     }
 
     fn fixed_at(&self) -> (i32, i64) {
-        self.fixed
-            .as_ref()
-            .map_or((-1, -1), |fixed| (fixed.partition, fixed.offset))
+        self.fixed.as_ref().map_or((-1, -1), |fixed| (fixed.partition, fixed.offset))
     }
 
     fn error(&self, record: &RecordRef<'_>, kind: RowErrorKind) -> RowError {
-        RowError {
-            topic: self.topic.clone(),
-            partition: record.partition,
-            offset: record.offset,
-            kind,
-        }
+        RowError { topic: self.topic.clone(), partition: record.partition, offset: record.offset, kind }
     }
 }
 
@@ -389,13 +314,9 @@ fn name_problem(name: &str) -> Option<RowErrorKind> {
     if name.is_empty() {
         Some(RowErrorKind::EmptyFieldName)
     } else if TRANSPORT_COLUMNS.contains(&lower.as_str()) {
-        Some(RowErrorKind::TransportNameCollision {
-            field: name.to_string(),
-        })
+        Some(RowErrorKind::TransportNameCollision { field: name.to_string() })
     } else if lower.starts_with(RESERVED_PREFIX) {
-        Some(RowErrorKind::ReservedPrefix {
-            field: name.to_string(),
-        })
+        Some(RowErrorKind::ReservedPrefix { field: name.to_string() })
     } else {
         None
     }
@@ -445,10 +366,7 @@ impl Serialize for Row {
         map.serialize_entry("_sluice_event_id", &self.event_id)?;
         map.serialize_entry("_sluice_event_ts", &timestamp_json(self.timestamp))?;
         map.serialize_entry("_sluice_headers", &headers_json(&self.headers))?;
-        map.serialize_entry(
-            "_sluice_key",
-            &json::optional_bytes_to_json(self.key.as_deref()),
-        )?;
+        map.serialize_entry("_sluice_key", &json::optional_bytes_to_json(self.key.as_deref()))?;
         match (self.schema.as_ref(), &self.payload) {
             (Schema::Object(columns), RowPayload::Object(values)) => {
                 for (column, value) in columns.iter().zip(values) {
@@ -484,10 +402,7 @@ fn headers_json(headers: &[(Vec<u8>, Option<Vec<u8>>)]) -> Value {
         headers
             .iter()
             .map(|(key, value)| {
-                Value::Array(vec![
-                    json::bytes_to_json(key),
-                    json::optional_bytes_to_json(value.as_deref()),
-                ])
+                Value::Array(vec![json::bytes_to_json(key), json::optional_bytes_to_json(value.as_deref())])
             })
             .collect(),
     )
@@ -555,11 +470,7 @@ const SET_ASIDE: &str =
 
 impl fmt::Display for RowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "topic {} partition {} offset {}: ",
-            self.topic, self.partition, self.offset
-        )?;
+        write!(f, "topic {} partition {} offset {}: ", self.topic, self.partition, self.offset)?;
         match &self.kind {
             RowErrorKind::DuplicateKey { path, key } => {
                 write!(f, "field `{key}` appears twice in the JSON object at {path}; {SET_ASIDE}")
@@ -633,20 +544,13 @@ impl DeadLetter {
             timestamp: record.timestamp,
             key: record.key.map(<[u8]>::to_vec),
             value: record.value.map(<[u8]>::to_vec),
-            headers: record
-                .headers
-                .iter()
-                .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
-                .collect(),
+            headers: record.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
         }
     }
 
     pub fn to_json_line(&self) -> Vec<u8> {
         let base64 = |bytes: Option<&[u8]>| {
-            bytes.map_or(
-                Value::Null,
-                |bytes| serde_json::json!({"base64": json::base64(bytes)}),
-            )
+            bytes.map_or(Value::Null, |bytes| serde_json::json!({"base64": json::base64(bytes)}))
         };
         let headers: Vec<Value> = self
             .headers
@@ -662,8 +566,7 @@ impl DeadLetter {
         line.insert("key".into(), base64(self.key.as_deref()));
         line.insert("value".into(), base64(self.value.as_deref()));
         line.insert("headers".into(), Value::Array(headers));
-        serde_json::to_vec(&Value::Object(line))
-            .unwrap_or_else(|_| unreachable!("a Value always serialises"))
+        serde_json::to_vec(&Value::Object(line)).unwrap_or_else(|_| unreachable!("a Value always serialises"))
     }
 }
 
@@ -674,23 +577,12 @@ mod tests {
     fn decoder() -> RowDecoder {
         RowDecoder::new(
             "orders",
-            Incarnation {
-                connection_id: "c".into(),
-                cluster_id: "k".into(),
-                topic_id: "tid".into(),
-            },
+            Incarnation { connection_id: "c".into(), cluster_id: "k".into(), topic_id: "tid".into() },
         )
     }
 
     fn record(offset: i64, value: Option<&'static [u8]>) -> RecordRef<'static> {
-        RecordRef {
-            partition: 2,
-            offset,
-            key: None,
-            value,
-            headers: &[],
-            timestamp: None,
-        }
+        RecordRef { partition: 2, offset, key: None, value, headers: &[], timestamp: None }
     }
 
     fn line(row: &Row) -> String {
@@ -699,10 +591,8 @@ mod tests {
 
     fn payload_part(row: &Row) -> String {
         let text = line(row);
-        let start = text
-            .find(r#","_sluice_key":null"#)
-            .expect("no key in these tests")
-            + r#","_sluice_key":null"#.len();
+        let start =
+            text.find(r#","_sluice_key":null"#).expect("no key in these tests") + r#","_sluice_key":null"#.len();
         text[start..].to_string()
     }
 
@@ -710,18 +600,10 @@ mod tests {
     fn first_object_fixes_columns_and_types() {
         let mut decoder = decoder();
         let row = decoder
-            .decode(&record(
-                0,
-                Some(br#"{"id":"a","paid":true,"amount":100.10,"lines":[1],"note":null}"#),
-            ))
+            .decode(&record(0, Some(br#"{"id":"a","paid":true,"amount":100.10,"lines":[1],"note":null}"#)))
             .unwrap();
-        let Schema::Object(columns) = decoder.schema().unwrap().as_ref() else {
-            panic!("not object")
-        };
-        let described: Vec<(&str, ColumnType)> = columns
-            .iter()
-            .map(|c| (c.name.as_str(), c.column_type))
-            .collect();
+        let Schema::Object(columns) = decoder.schema().unwrap().as_ref() else { panic!("not object") };
+        let described: Vec<(&str, ColumnType)> = columns.iter().map(|c| (c.name.as_str(), c.column_type)).collect();
         assert_eq!(
             described,
             vec![
@@ -732,28 +614,16 @@ mod tests {
                 ("note", ColumnType::Json)
             ]
         );
-        assert_eq!(
-            payload_part(&row),
-            r#","id":"a","paid":true,"amount":100.10,"lines":[1],"note":null}"#
-        );
+        assert_eq!(payload_part(&row), r#","id":"a","paid":true,"amount":100.10,"lines":[1],"note":null}"#);
     }
 
     #[test]
     fn full_row_line_with_metadata() {
         let mut decoder = decoder();
         let headers = [
-            HeaderRef {
-                key: b"trace",
-                value: Some(&[0xff, 0x00]),
-            },
-            HeaderRef {
-                key: b"trace",
-                value: None,
-            },
-            HeaderRef {
-                key: b"e",
-                value: Some(b""),
-            },
+            HeaderRef { key: b"trace", value: Some(&[0xff, 0x00]) },
+            HeaderRef { key: b"trace", value: None },
+            HeaderRef { key: b"e", value: Some(b"") },
         ];
         let record = RecordRef {
             partition: 1,
@@ -761,10 +631,7 @@ mod tests {
             key: Some(b""),
             value: Some(br#"{"n": 123456789012345678901234567890, "o": {"x": 1.0}}"#),
             headers: &headers,
-            timestamp: Some(EventTimestamp {
-                millis: 1_700_000_000_000,
-                kind: TimestampType::LogAppendTime,
-            }),
+            timestamp: Some(EventTimestamp { millis: 1_700_000_000_000, kind: TimestampType::LogAppendTime }),
         };
         let row = decoder.decode(&record).unwrap();
         let expected_id = decoder.incarnation.event_id(1, 7);
@@ -779,27 +646,16 @@ mod tests {
     #[test]
     fn missing_fields_are_null_and_null_fits_any_column() {
         let mut decoder = decoder();
-        decoder
-            .decode(&record(0, Some(br#"{"a":"x","b":1,"c":{}}"#)))
-            .unwrap();
-        let row = decoder
-            .decode(&record(1, Some(br#"{"c":"json takes anything","a":null}"#)))
-            .unwrap();
-        assert_eq!(
-            payload_part(&row),
-            r#","a":null,"b":null,"c":"json takes anything"}"#
-        );
+        decoder.decode(&record(0, Some(br#"{"a":"x","b":1,"c":{}}"#))).unwrap();
+        let row = decoder.decode(&record(1, Some(br#"{"c":"json takes anything","a":null}"#))).unwrap();
+        assert_eq!(payload_part(&row), r#","a":null,"b":null,"c":"json takes anything"}"#);
     }
 
     #[test]
     fn new_field_and_type_change_name_coordinates_and_field() {
         let mut decoder = decoder();
-        decoder
-            .decode(&record(5, Some(br#"{"a":"x","flag":true}"#)))
-            .unwrap();
-        let error = decoder
-            .decode(&record(9, Some(br#"{"a":"y","extra":1}"#)))
-            .unwrap_err();
+        decoder.decode(&record(5, Some(br#"{"a":"x","flag":true}"#))).unwrap();
+        let error = decoder.decode(&record(9, Some(br#"{"a":"y","extra":1}"#))).unwrap_err();
         assert_eq!(error.field(), Some("extra"));
         assert_eq!(
             error.to_string(),
@@ -807,61 +663,43 @@ mod tests {
              a new field needs a new run (with `replace`, or a new destination); \
              fix the producer, or set `\"on_malformed\": \"dead_letter\"` to set such records aside and go on"
         );
-        let error = decoder
-            .decode(&record(10, Some(br#"{"flag":"yes"}"#)))
-            .unwrap_err();
+        let error = decoder.decode(&record(10, Some(br#"{"flag":"yes"}"#))).unwrap_err();
         assert_eq!(
             error.to_string(),
             "topic orders partition 2 offset 10: field `flag` is a string but its column has type bool; \
              fix the producer, or set `\"on_malformed\": \"dead_letter\"` to set such records aside and go on"
         );
         // Rejected records leave the schema as it was.
-        let row = decoder
-            .decode(&record(11, Some(br#"{"flag":false}"#)))
-            .unwrap();
+        let row = decoder.decode(&record(11, Some(br#"{"flag":false}"#))).unwrap();
         assert_eq!(payload_part(&row), r#","a":null,"flag":false}"#);
     }
 
     #[test]
     fn duplicate_keys_are_rejected_even_nested() {
         let mut decoder = decoder();
-        let error = decoder
-            .decode(&record(3, Some(br#"{"a":{"b":1,"b":2}}"#)))
-            .unwrap_err();
+        let error = decoder.decode(&record(3, Some(br#"{"a":{"b":1,"b":2}}"#))).unwrap_err();
         assert_eq!(error.field(), Some("b"));
-        assert!(error.to_string().starts_with(
-            "topic orders partition 2 offset 3: field `b` appears twice in the JSON object at $.a;"
-        ));
-        assert!(
-            decoder.schema().is_none(),
-            "a rejected first record fixes nothing"
-        );
+        assert!(error
+            .to_string()
+            .starts_with("topic orders partition 2 offset 3: field `b` appears twice in the JSON object at $.a;"));
+        assert!(decoder.schema().is_none(), "a rejected first record fixes nothing");
     }
 
     #[test]
     fn names_may_not_collide_with_transport_or_reserved_prefix() {
         let mut decoder = decoder();
-        let error = decoder
-            .decode(&record(0, Some(br#"{"Offset":1}"#)))
-            .unwrap_err();
+        let error = decoder.decode(&record(0, Some(br#"{"Offset":1}"#))).unwrap_err();
         assert!(
-            error.to_string().contains("field `Offset` collides with the transport column `offset` (names are compared ignoring case)"),
+            error.to_string().contains(
+                "field `Offset` collides with the transport column `offset` (names are compared ignoring case)"
+            ),
             "{error}"
         );
-        let error = decoder
-            .decode(&record(0, Some(br#"{"_SLUICE_key":1}"#)))
-            .unwrap_err();
-        assert!(
-            error
-                .to_string()
-                .contains("field `_SLUICE_key` uses the reserved `_sluice_` prefix"),
-            "{error}"
-        );
+        let error = decoder.decode(&record(0, Some(br#"{"_SLUICE_key":1}"#))).unwrap_err();
+        assert!(error.to_string().contains("field `_SLUICE_key` uses the reserved `_sluice_` prefix"), "{error}");
         let error = decoder.decode(&record(0, Some(br#"{"":1}"#))).unwrap_err();
         assert_eq!(error.kind, RowErrorKind::EmptyFieldName);
-        assert!(decoder
-            .decode(&record(0, Some(br#"{"topics":1,"payload":2}"#)))
-            .is_ok());
+        assert!(decoder.decode(&record(0, Some(br#"{"topics":1,"payload":2}"#))).is_ok());
     }
 
     #[test]
@@ -869,16 +707,10 @@ mod tests {
         let mut decoder = decoder();
         let row = decoder.decode(&record(0, Some(&[0xff, 0xfe]))).unwrap();
         assert_eq!(decoder.schema().unwrap().as_ref(), &Schema::Raw);
-        assert!(
-            line(&row).ends_with(r#""_sluice_key":null,"payload":{"base64":"//4="}}"#),
-            "{}",
-            line(&row)
-        );
+        assert!(line(&row).ends_with(r#""_sluice_key":null,"payload":{"base64":"//4="}}"#), "{}", line(&row));
         let row = decoder.decode(&record(1, Some(b"[1,2]"))).unwrap();
         assert!(line(&row).ends_with(r#""payload":{"utf8":"[1,2]"}}"#));
-        let error = decoder
-            .decode(&record(2, Some(br#" {"a":1}"#)))
-            .unwrap_err();
+        let error = decoder.decode(&record(2, Some(br#" {"a":1}"#))).unwrap_err();
         assert!(error.to_string().starts_with(
             "topic orders partition 2 offset 2: a JSON object payload in a topic whose first record (partition 2 offset 0) was not an object"
         ));
@@ -886,82 +718,47 @@ mod tests {
         let mut decoder = self::decoder();
         decoder.decode(&record(0, Some(br#"{"a":1}"#))).unwrap();
         let error = decoder.decode(&record(1, Some(b"42"))).unwrap_err();
-        assert!(matches!(
-            error.kind,
-            RowErrorKind::RawInObjectResource { fixed_at: (2, 0) }
-        ));
+        assert!(matches!(error.kind, RowErrorKind::RawInObjectResource { fixed_at: (2, 0) }));
         // Duplicate keys inside a non-object document do not matter: it is kept as bytes.
         let mut decoder = self::decoder();
-        decoder
-            .decode(&record(0, Some(br#"[{"a":1,"a":2}]"#)))
-            .unwrap();
+        decoder.decode(&record(0, Some(br#"[{"a":1,"a":2}]"#))).unwrap();
         assert_eq!(decoder.schema().unwrap().as_ref(), &Schema::Raw);
     }
 
     #[test]
     fn tombstones() {
         let mut decoder = decoder();
-        decoder
-            .decode(&record(0, Some(br#"{"a":1,"b":"x"}"#)))
-            .unwrap();
+        decoder.decode(&record(0, Some(br#"{"a":1,"b":"x"}"#))).unwrap();
         let row = decoder.decode(&record(1, None)).unwrap();
         assert!(line(&row).contains(r#""tombstone":true"#));
         assert_eq!(payload_part(&row), r#","a":null,"b":null}"#);
 
         let mut decoder = self::decoder();
         let row = decoder.decode(&record(0, None)).unwrap();
-        assert_eq!(
-            decoder.schema().unwrap().as_ref(),
-            &Schema::Raw,
-            "a first tombstone makes the resource raw"
-        );
+        assert_eq!(decoder.schema().unwrap().as_ref(), &Schema::Raw, "a first tombstone makes the resource raw");
         assert!(line(&row).contains(r#""tombstone":true"#));
-        assert!(
-            line(&row).ends_with(r#""_sluice_key":null,"payload":null}"#),
-            "{}",
-            line(&row)
-        );
+        assert!(line(&row).ends_with(r#""_sluice_key":null,"payload":null}"#), "{}", line(&row));
         assert!(decoder.decode(&record(1, Some(br#"{"a":1}"#))).is_err());
     }
 
     #[test]
     fn schema_json_lists_all_columns() {
-        let schema = Schema::Object(vec![Column {
-            name: "a".into(),
-            column_type: ColumnType::Number,
-        }]);
+        let schema = Schema::Object(vec![Column { name: "a".into(), column_type: ColumnType::Number }]);
         let text = schema.to_json().to_string();
         assert!(
-            text.starts_with(
-                r#"{"payload_format":"object","columns":[{"name":"topic","type":"string"},"#
-            ),
+            text.starts_with(r#"{"payload_format":"object","columns":[{"name":"topic","type":"string"},"#),
             "{text}"
         );
-        assert!(
-            text.ends_with(
-                r#"{"name":"_sluice_key","type":"bytes"},{"name":"a","type":"number"}]}"#
-            ),
-            "{text}"
-        );
-        assert!(Schema::Raw
-            .to_json()
-            .to_string()
-            .ends_with(r#"{"name":"payload","type":"bytes"}]}"#));
+        assert!(text.ends_with(r#"{"name":"_sluice_key","type":"bytes"},{"name":"a","type":"number"}]}"#), "{text}");
+        assert!(Schema::Raw.to_json().to_string().ends_with(r#"{"name":"payload","type":"bytes"}]}"#));
     }
 
     #[test]
     fn dead_letter_keeps_raw_bytes() {
         let mut decoder = decoder();
         decoder.decode(&record(0, Some(br#"{"a":1}"#))).unwrap();
-        let headers = [HeaderRef {
-            key: b"h",
-            value: None,
-        }];
-        let bad = RecordRef {
-            key: Some(b"k"),
-            headers: &headers,
-            ..record(4, Some(br#"{"a":"s"}"#))
-        };
+        let headers = [HeaderRef { key: b"h", value: None }];
+        let bad = RecordRef { key: Some(b"k"), headers: &headers, ..record(4, Some(br#"{"a":"s"}"#)) };
         let error = decoder.decode(&bad).unwrap_err();
         let letter = DeadLetter::new(&bad, &error);
         let parsed: Value = serde_json::from_slice(&letter.to_json_line()).unwrap();
@@ -970,13 +767,7 @@ mod tests {
         assert_eq!(parsed["key"]["base64"], "aw==");
         let value = json::base64_decode(parsed["value"]["base64"].as_str().unwrap()).unwrap();
         assert_eq!(value, br#"{"a":"s"}"#);
-        assert_eq!(
-            parsed["headers"].to_string(),
-            r#"[[{"base64":"aA=="},null]]"#
-        );
-        assert!(parsed["error"]
-            .as_str()
-            .unwrap()
-            .contains("field `a` is a string but its column has type number"));
+        assert_eq!(parsed["headers"].to_string(), r#"[[{"base64":"aA=="},null]]"#);
+        assert!(parsed["error"].as_str().unwrap().contains("field `a` is a string but its column has type number"));
     }
 }

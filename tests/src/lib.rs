@@ -32,9 +32,7 @@ pub async fn client() -> Option<Client> {
             if std::env::var("CI").is_ok_and(|value| value == "true") {
                 panic!("CI=true and the Kafka broker at {address} is unreachable: {error}");
             }
-            eprintln!(
-                "SKIPPED: no Kafka broker at {address} ({error}); start one with `tests/kafka/broker.sh start`"
-            );
+            eprintln!("SKIPPED: no Kafka broker at {address} ({error}); start one with `tests/kafka/broker.sh start`");
             None
         }
     }

@@ -130,20 +130,22 @@ async fn list_offsets_earliest_latest_and_by_timestamp() {
     let tp1 = TopicPartition::new(&topic, 1);
     client.produce(&tp0, &records_for(10, "a"), Compression::None, -1).await.expect("produce");
     let partitions = [tp0.clone(), tp1.clone()];
-    let earliest = client.list_offsets(&partitions, OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await.expect("earliest");
-    let latest = client.list_offsets(&partitions, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await.expect("latest");
+    let earliest =
+        client.list_offsets(&partitions, OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await.expect("earliest");
+    let latest =
+        client.list_offsets(&partitions, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await.expect("latest");
     assert_eq!(earliest[&tp0].offset, 0);
     assert_eq!(latest[&tp0].offset, 10);
     assert_eq!(earliest[&tp1].offset, 0);
     assert_eq!(latest[&tp1].offset, 0, "empty partition");
     let by_time = client
-        .list_offsets(&[tp0.clone()], OffsetSpec::Timestamp(1_700_000_000_004), IsolationLevel::ReadUncommitted)
+        .list_offsets(std::slice::from_ref(&tp0), OffsetSpec::Timestamp(1_700_000_000_004), IsolationLevel::ReadUncommitted)
         .await
         .expect("by timestamp");
     assert_eq!(by_time[&tp0].offset, 4);
     assert_eq!(by_time[&tp0].timestamp, 1_700_000_000_004);
     let after_all = client
-        .list_offsets(&[tp0.clone()], OffsetSpec::Timestamp(1_800_000_000_000), IsolationLevel::ReadUncommitted)
+        .list_offsets(std::slice::from_ref(&tp0), OffsetSpec::Timestamp(1_800_000_000_000), IsolationLevel::ReadUncommitted)
         .await
         .expect("by timestamp");
     assert_eq!(after_all[&tp0].offset, -1, "no record at or after the timestamp");
@@ -161,7 +163,10 @@ async fn delete_records_moves_log_start_and_old_offsets_are_out_of_range() {
     }
     let low = client.delete_records(&[(tp.clone(), 10)]).await.expect("delete records");
     assert_eq!(low[&tp], 10);
-    let earliest = client.list_offsets(&[tp.clone()], OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await.expect("earliest");
+    let earliest = client
+        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, IsolationLevel::ReadCommitted)
+        .await
+        .expect("earliest");
     assert_eq!(earliest[&tp].offset, 10);
 
     let mut consumer = Consumer::new(client.clone(), FetchConfig::default());
@@ -243,13 +248,18 @@ async fn compacted_topic_gaps_are_skipped_and_position_reaches_the_end() {
     };
     let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "offsets increase: {offsets:?}");
-    assert!(offsets.windows(2).any(|w| w[1] > w[0] + 1), "there is a gap: {offsets:?}");
+    let gap_inside = offsets.windows(2).any(|w| w[1] > w[0] + 1);
+    assert!(offsets.first() > Some(&0) || gap_inside, "there is a gap: {offsets:?}");
     let mut last_by_key: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     for record in &records {
         last_by_key.insert(record.key.clone().unwrap().to_vec(), record.value.clone().unwrap().to_vec());
     }
     for k in 0..5 {
-        assert_eq!(last_by_key.get(format!("k{k}").as_bytes()).map(Vec::as_slice), Some(&b"r5"[..]), "latest value survives");
+        assert_eq!(
+            last_by_key.get(format!("k{k}").as_bytes()).map(Vec::as_slice),
+            Some(&b"r5"[..]),
+            "latest value survives"
+        );
     }
     client.delete_topics(&[&topic]).await.expect("delete topic");
 }

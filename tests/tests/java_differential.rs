@@ -121,7 +121,9 @@ async fn read_committed_and_uncommitted_equal_the_java_consumer() {
     // Writes the transactions and holds one open until dropped.
     let writer = JavaProcess::start_until_ready("TxnWriter", &[&bootstrap, &topic], Duration::from_secs(120));
 
-    for (isolation, name) in [(IsolationLevel::ReadCommitted, "read_committed"), (IsolationLevel::ReadUncommitted, "read_uncommitted")] {
+    for (isolation, name) in
+        [(IsolationLevel::ReadCommitted, "read_committed"), (IsolationLevel::ReadUncommitted, "read_uncommitted")]
+    {
         let (java, java_ends) = parse_java_dump(&run_java("DumpConsumer", &[&bootstrap, &topic, name]));
         assert_eq!(java_ends.len(), 3, "three partitions");
         assert!(!java.is_empty());
@@ -130,7 +132,11 @@ async fn read_committed_and_uncommitted_equal_the_java_consumer() {
         client.refresh_metadata(None).await.expect("metadata");
         let ours_latest = client.list_offsets(&partitions, OffsetSpec::Latest, isolation).await.expect("list offsets");
         for (partition, end) in &java_ends {
-            assert_eq!(ours_latest[&TopicPartition::new(&topic, *partition)].offset, *end, "{name} end offset of partition {partition}");
+            assert_eq!(
+                ours_latest[&TopicPartition::new(&topic, *partition)].offset,
+                *end,
+                "{name} end offset of partition {partition}"
+            );
         }
 
         let ours = read_all(&client, &topic, isolation, &java_ends).await;
@@ -145,7 +151,12 @@ async fn read_committed_and_uncommitted_equal_the_java_consumer() {
     let stable = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await.expect("lso");
     let high = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await.expect("hw");
     for tp in &tps[..2] {
-        assert!(stable[tp].offset < high[tp].offset, "{tp}: LSO {} stops at the open transaction (HW {})", stable[tp].offset, high[tp].offset);
+        assert!(
+            stable[tp].offset < high[tp].offset,
+            "{tp}: LSO {} stops at the open transaction (HW {})",
+            stable[tp].offset,
+            high[tp].offset
+        );
     }
     // Partition 2 ends in an abort marker: a read_committed read of it finishes at the marker.
     assert_eq!(stable[&tps[2]].offset, high[&tps[2]].offset, "partition 2 has no open transaction");

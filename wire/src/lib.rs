@@ -1,7 +1,9 @@
 #![forbid(unsafe_code)]
-pub mod protocol;
 pub mod client;
 pub mod connection;
+pub mod protocol;
 
-pub use client::{Client, ClientConfig, ClientError, Consumer, FetchConfig, OffsetSpec, PartitionBatch, TopicPartition};
+pub use client::{
+    Client, ClientConfig, ClientError, Consumer, FetchConfig, OffsetSpec, PartitionBatch, TopicPartition,
+};
 pub use protocol::records::{IsolationLevel, Record};

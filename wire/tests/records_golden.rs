@@ -7,8 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use sluice_wire::protocol::records::{
-    decode_partition, Compression, DecodeLimits, Decompressor, IsolationLevel, RecordBatchBuilder,
-    RecordBatches,
+    decode_partition, Compression, DecodeLimits, Decompressor, IsolationLevel, RecordBatchBuilder, RecordBatches,
 };
 
 #[test]
@@ -40,14 +39,7 @@ fn captured_record_blobs_decode() {
 #[test]
 fn public_api_round_trip() {
     let mut builder = RecordBatchBuilder::new(Compression::Zstd).base_offset(100);
-    builder
-        .push(
-            1_700_000_000_000,
-            Some(b"k"),
-            Some(b"v"),
-            &[(b"trace", Some(b"1"))],
-        )
-        .unwrap();
+    builder.push(1_700_000_000_000, Some(b"k"), Some(b"v"), &[(b"trace", Some(b"1"))]).unwrap();
     let bytes = Bytes::from(builder.build().unwrap());
     let batch = RecordBatches::new(bytes.clone()).next().unwrap().unwrap();
     assert_eq!(batch.last_offset(), 100);

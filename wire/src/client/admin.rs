@@ -84,12 +84,21 @@ impl Client {
 
     /// Deletes topics by name.
     pub async fn delete_topics(&self, names: &[&str]) -> Result<(), ClientError> {
-        let request = DeleteTopicsRequest { topic_names: names.iter().map(|name| name.to_string()).collect(), timeout_ms: 30_000 };
+        let request = DeleteTopicsRequest {
+            topic_names: names.iter().map(|name| name.to_string()).collect(),
+            timeout_ms: 30_000,
+        };
         let response = self.send_to_any(&request).await?;
         for result in &response.responses {
             if !result.error_code.is_ok() {
                 let name = result.name.clone().unwrap_or_default();
-                return Err(ClientError::broker(ApiKey::DELETE_TOPICS, result.error_code, &name, None, result.error_message.clone()));
+                return Err(ClientError::broker(
+                    ApiKey::DELETE_TOPICS,
+                    result.error_code,
+                    &name,
+                    None,
+                    result.error_message.clone(),
+                ));
             }
         }
         // Let the deletion reach the client's view.
@@ -133,7 +142,10 @@ impl Client {
             let mut topics: BTreeMap<&str, Vec<DeleteRecordsPartition>> = BTreeMap::new();
             for tp in &group {
                 let offset = wanted.get(tp).copied().unwrap_or(-1);
-                topics.entry(&tp.topic).or_default().push(DeleteRecordsPartition { partition_index: tp.partition, offset });
+                topics
+                    .entry(&tp.topic)
+                    .or_default()
+                    .push(DeleteRecordsPartition { partition_index: tp.partition, offset });
             }
             let request = DeleteRecordsRequest {
                 topics: topics
@@ -154,7 +166,10 @@ impl Client {
                             None,
                         ));
                     }
-                    results.insert(TopicPartition::new(topic.name.clone(), partition.partition_index), partition.low_watermark);
+                    results.insert(
+                        TopicPartition::new(topic.name.clone(), partition.partition_index),
+                        partition.low_watermark,
+                    );
                 }
             }
         }

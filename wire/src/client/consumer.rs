@@ -71,7 +71,12 @@ impl Consumer {
                 // Every assigned partition lacks a leader; dispatch refreshed metadata.
                 self.consecutive_failures += 1;
                 if self.consecutive_failures >= self.client.config().max_attempts {
-                    let (tp, _) = self.state.assigned().next().map(|(tp, p)| (tp.clone(), p)).unwrap_or((TopicPartition::new("", -1), 0));
+                    let (tp, _) = self
+                        .state
+                        .assigned()
+                        .next()
+                        .map(|(tp, p)| (tp.clone(), p))
+                        .unwrap_or((TopicPartition::new("", -1), 0));
                     return Err(ClientError::NoLeader { topic: tp.topic, partition: tp.partition });
                 }
                 continue;
@@ -146,7 +151,10 @@ impl Consumer {
                 if let Some(topic) = planned.request.topics.iter().find(|topic| topic.topic_id.is_zero()) {
                     self.state.handle_failure(&planned);
                     return Err(ClientError::Unsupported {
-                        message: format!("the broker reports no topic id for {}; Sluice needs topic ids (Kafka 2.8+)", topic.name),
+                        message: format!(
+                            "the broker reports no topic id for {}; Sluice needs topic ids (Kafka 2.8+)",
+                            topic.name
+                        ),
                     });
                 }
             }

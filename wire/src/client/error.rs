@@ -37,7 +37,13 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    pub(crate) fn broker(api: ApiKey, code: ErrorCode, topic: &str, partition: Option<i32>, message: Option<String>) -> Self {
+    pub(crate) fn broker(
+        api: ApiKey,
+        code: ErrorCode,
+        topic: &str,
+        partition: Option<i32>,
+        message: Option<String>,
+    ) -> Self {
         ClientError::Broker { api, code, topic: Some(topic.to_string()), partition, message }
     }
 

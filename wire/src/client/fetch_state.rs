@@ -122,7 +122,12 @@ impl FetchState {
     pub fn assign(&mut self, topic_partition: TopicPartition, offset: i64) {
         self.partitions.insert(
             topic_partition,
-            PartitionState { position: offset, last_fetched_epoch: -1, in_flight: false, decompressor: Decompressor::default() },
+            PartitionState {
+                position: offset,
+                last_fetched_epoch: -1,
+                in_flight: false,
+                decompressor: Decompressor::default(),
+            },
         );
     }
 
@@ -268,9 +273,19 @@ impl FetchState {
                     ErrorAction::Raise => {
                         if outcome.error.is_none() {
                             outcome.error = Some(if partition.error_code == ErrorCode::OFFSET_OUT_OF_RANGE {
-                                ClientError::OffsetOutOfRange { topic: tp.topic.clone(), partition: tp.partition, offset: fetch_offset }
+                                ClientError::OffsetOutOfRange {
+                                    topic: tp.topic.clone(),
+                                    partition: tp.partition,
+                                    offset: fetch_offset,
+                                }
                             } else {
-                                ClientError::broker(ApiKey::FETCH, partition.error_code, &tp.topic, Some(tp.partition), None)
+                                ClientError::broker(
+                                    ApiKey::FETCH,
+                                    partition.error_code,
+                                    &tp.topic,
+                                    Some(tp.partition),
+                                    None,
+                                )
                             });
                         }
                         continue;
@@ -307,7 +322,8 @@ impl FetchState {
                     Ok(decoded) => decoded,
                     Err(source) => {
                         if outcome.error.is_none() {
-                            outcome.error = Some(ClientError::Records { topic: tp.topic.clone(), partition: tp.partition, source });
+                            outcome.error =
+                                Some(ClientError::Records { topic: tp.topic.clone(), partition: tp.partition, source });
                         }
                         continue;
                     }

@@ -78,7 +78,10 @@ impl ClusterMetadata {
             .brokers
             .into_iter()
             .map(|broker| {
-                (broker.node_id, BrokerInfo { node_id: broker.node_id, host: broker.host, port: broker.port, rack: broker.rack })
+                (
+                    broker.node_id,
+                    BrokerInfo { node_id: broker.node_id, host: broker.host, port: broker.port, rack: broker.rack },
+                )
             })
             .collect();
         let topics = response

@@ -247,7 +247,8 @@ impl Client {
         }
         let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         for tp in partitions {
-            let topic = metadata.topic(&tp.topic).ok_or_else(|| ClientError::UnknownTopic { topic: tp.topic.clone() })?;
+            let topic =
+                metadata.topic(&tp.topic).ok_or_else(|| ClientError::UnknownTopic { topic: tp.topic.clone() })?;
             if topic.error_code == ErrorCode::UNKNOWN_TOPIC_OR_PARTITION {
                 return Err(ClientError::UnknownTopic { topic: tp.topic.clone() });
             }
@@ -356,7 +357,10 @@ impl Client {
                     let last = last_error.unwrap_or(ClientError::InvalidArgument {
                         message: "ListOffsets returned no answer for some partitions".to_string(),
                     });
-                    return Err(ClientError::RetriesExhausted { what: "ListOffsets".to_string(), last: Box::new(last) });
+                    return Err(ClientError::RetriesExhausted {
+                        what: "ListOffsets".to_string(),
+                        last: Box::new(last),
+                    });
                 }
                 tokio::time::sleep(self.backoff(attempt)).await;
                 let mut topics: Vec<String> = retry.iter().map(|tp| tp.topic.clone()).collect();

@@ -22,8 +22,19 @@ pub struct ProduceRecord {
 }
 
 impl ProduceRecord {
+    /// A record stamped with the current time, as the Java producer does when the caller gives
+    /// no timestamp. (Brokers roll segments by record time, so a fixed 0 would keep one segment
+    /// open forever under `segment.ms`.)
     pub fn new(key: Option<&[u8]>, value: Option<&[u8]>) -> Self {
-        ProduceRecord { key: key.map(<[u8]>::to_vec), value: value.map(<[u8]>::to_vec), headers: Vec::new(), timestamp: 0 }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis().min(i64::MAX as u128) as i64);
+        ProduceRecord {
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+            headers: Vec::new(),
+            timestamp: now,
+        }
     }
 }
 
@@ -45,9 +56,13 @@ impl Client {
         for record in records {
             let headers: Vec<(&[u8], Option<&[u8]>)> =
                 record.headers.iter().map(|(key, value)| (key.as_bytes(), value.as_deref())).collect();
-            builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers).map_err(|source| {
-                ClientError::Records { topic: topic_partition.topic.clone(), partition: topic_partition.partition, source }
-            })?;
+            builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers).map_err(
+                |source| ClientError::Records {
+                    topic: topic_partition.topic.clone(),
+                    partition: topic_partition.partition,
+                    source,
+                },
+            )?;
         }
         let batch = Bytes::from(builder.build().map_err(|source| ClientError::Records {
             topic: topic_partition.topic.clone(),
@@ -65,12 +80,10 @@ impl Client {
         };
         let mut attempt = 0;
         loop {
-            let leader = *self
-                .leaders(std::slice::from_ref(topic_partition))
-                .await?
-                .keys()
-                .next()
-                .ok_or_else(|| ClientError::NoLeader { topic: topic_partition.topic.clone(), partition: topic_partition.partition })?;
+            let leader =
+                *self.leaders(std::slice::from_ref(topic_partition)).await?.keys().next().ok_or_else(|| {
+                    ClientError::NoLeader { topic: topic_partition.topic.clone(), partition: topic_partition.partition }
+                })?;
             let outcome = if acks == 0 {
                 // No response comes for acks=0: send and return.
                 let connection = self.connection_to(leader).await?;
@@ -117,7 +130,10 @@ impl Client {
             // produce path is for tests and tools, which accept that, as acks=1 clients do.
             attempt += 1;
             if attempt >= self.config().max_attempts {
-                return Err(ClientError::RetriesExhausted { what: format!("Produce to {topic_partition}"), last: Box::new(error) });
+                return Err(ClientError::RetriesExhausted {
+                    what: format!("Produce to {topic_partition}"),
+                    last: Box::new(error),
+                });
             }
             tokio::time::sleep(self.backoff(attempt)).await;
             self.refresh_metadata(Some(std::slice::from_ref(&topic_partition.topic))).await?;

@@ -45,25 +45,21 @@ impl ConnectionError {
             ConnectionError::Timeout { broker, what, after } => {
                 ConnectionError::Timeout { broker: broker.clone(), what: what.clone(), after: *after }
             }
-            ConnectionError::Frame { broker, source } => ConnectionError::Frame { broker: broker.clone(), source: *source },
+            ConnectionError::Frame { broker, source } => {
+                ConnectionError::Frame { broker: broker.clone(), source: *source }
+            }
             ConnectionError::Decode { broker, api, version, source } => {
                 ConnectionError::Decode { broker: broker.clone(), api: *api, version: *version, source: *source }
             }
             ConnectionError::Protocol { broker, message } => {
                 ConnectionError::Protocol { broker: broker.clone(), message: message.clone() }
             }
-            ConnectionError::UnsupportedVersion { broker, api, ours, theirs } => ConnectionError::UnsupportedVersion {
-                broker: broker.clone(),
-                api: *api,
-                ours: *ours,
-                theirs: *theirs,
-            },
-            ConnectionError::Broker { broker, api, code, message } => ConnectionError::Broker {
-                broker: broker.clone(),
-                api: *api,
-                code: *code,
-                message: message.clone(),
-            },
+            ConnectionError::UnsupportedVersion { broker, api, ours, theirs } => {
+                ConnectionError::UnsupportedVersion { broker: broker.clone(), api: *api, ours: *ours, theirs: *theirs }
+            }
+            ConnectionError::Broker { broker, api, code, message } => {
+                ConnectionError::Broker { broker: broker.clone(), api: *api, code: *code, message: message.clone() }
+            }
         }
     }
 

@@ -133,7 +133,11 @@ impl Connection {
 
     /// Starts the driver over an already connected stream (TCP, or TLS in the security layer)
     /// and negotiates API versions.
-    pub async fn handshake<S>(broker: Arc<str>, stream: S, config: ConnectionConfig) -> Result<Connection, ConnectionError>
+    pub async fn handshake<S>(
+        broker: Arc<str>,
+        stream: S,
+        config: ConnectionConfig,
+    ) -> Result<Connection, ConnectionError>
     where
         S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
@@ -188,11 +192,8 @@ impl Connection {
                     message: None,
                 });
             }
-            let ranges = response
-                .api_keys
-                .iter()
-                .map(|range| (range.api_key, range.min_version, range.max_version))
-                .collect();
+            let ranges =
+                response.api_keys.iter().map(|range| (range.api_key, range.min_version, range.max_version)).collect();
             return Ok(BrokerVersions { ranges });
         }
     }
@@ -234,7 +235,11 @@ impl Connection {
     }
 
     /// Like [`Connection::send`] with an explicit response timeout (a fetch adds its max wait).
-    pub async fn send_with_timeout<R: Request>(&self, request: &R, timeout: Duration) -> Result<R::Response, ConnectionError> {
+    pub async fn send_with_timeout<R: Request>(
+        &self,
+        request: &R,
+        timeout: Duration,
+    ) -> Result<R::Response, ConnectionError> {
         let version = self.version_for::<R>()?;
         self.send_at(request, version, timeout).await
     }
@@ -317,7 +322,14 @@ impl Connection {
         let size = (frame.len() - 4) as i32;
         frame[..4].copy_from_slice(&size.to_be_bytes());
         let (reply, receiver) = oneshot::channel();
-        let pending = PendingRequest { frame, correlation_id, api_key: R::API_KEY, api_version: version, expects_response, reply };
+        let pending = PendingRequest {
+            frame,
+            correlation_id,
+            api_key: R::API_KEY,
+            api_version: version,
+            expects_response,
+            reply,
+        };
         self.sender.send(pending).map_err(|_| self.closed_error())?;
         Ok(receiver)
     }

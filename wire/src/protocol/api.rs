@@ -96,11 +96,7 @@ pub fn encode_request_header(
 }
 
 /// Reads a response header and returns its correlation id.
-pub fn decode_response_header(
-    reader: &mut Reader,
-    api_key: ApiKey,
-    api_version: i16,
-) -> Result<i32, DecodeError> {
+pub fn decode_response_header(reader: &mut Reader, api_key: ApiKey, api_version: i16) -> Result<i32, DecodeError> {
     let correlation_id = reader.i32("response correlation id")?;
     if api_key.response_header_is_flexible(api_version) {
         reader.skip_tagged_fields()?;

@@ -36,17 +36,15 @@ pub enum DecodeError {
 impl std::fmt::Display for DecodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DecodeError::UnexpectedEnd { what, needed, remaining } => write!(
-                f,
-                "truncated {what}: needed {needed} more bytes, {remaining} left"
-            ),
+            DecodeError::UnexpectedEnd { what, needed, remaining } => {
+                write!(f, "truncated {what}: needed {needed} more bytes, {remaining} left")
+            }
             DecodeError::InvalidLength { what, length } => {
                 write!(f, "invalid length {length} for {what}")
             }
-            DecodeError::CountTooLarge { what, count, remaining } => write!(
-                f,
-                "{what} claims {count} elements but only {remaining} bytes are left"
-            ),
+            DecodeError::CountTooLarge { what, count, remaining } => {
+                write!(f, "{what} claims {count} elements but only {remaining} bytes are left")
+            }
             DecodeError::VarintTooLong { what } => write!(f, "varint too long in {what}"),
             DecodeError::InvalidUtf8 { what } => write!(f, "{what} is not valid UTF-8"),
             DecodeError::Invalid { what } => write!(f, "invalid {what}"),
@@ -217,8 +215,7 @@ impl Reader {
     }
 
     pub fn string(&mut self, flexible: bool, what: &'static str) -> Result<String, DecodeError> {
-        self.nullable_string(flexible, what)?
-            .ok_or(DecodeError::InvalidLength { what, length: -1 })
+        self.nullable_string(flexible, what)?.ok_or(DecodeError::InvalidLength { what, length: -1 })
     }
 
     /// `BYTES` / `COMPACT_BYTES` (i32 length when not flexible); `None` for null.
@@ -238,11 +235,7 @@ impl Reader {
         min_element_size: usize,
         what: &'static str,
     ) -> Result<Option<usize>, DecodeError> {
-        let count: i64 = if flexible {
-            i64::from(self.uvarint(what)?) - 1
-        } else {
-            i64::from(self.i32(what)?)
-        };
+        let count: i64 = if flexible { i64::from(self.uvarint(what)?) - 1 } else { i64::from(self.i32(what)?) };
         if count == -1 {
             return Ok(None);
         }

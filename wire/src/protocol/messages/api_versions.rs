@@ -8,15 +8,7 @@
 //! # References
 //! - `ApiVersionsRequest.json`, `ApiVersionsResponse.json` (Kafka 4.1).
 //! - KIP-511 (client software name and version), KIP-482 (flexible versions).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -51,10 +43,7 @@ pub struct ApiVersionRange {
 impl ApiVersionsResponse {
     /// The range for `api_key`, if the broker listed it.
     pub fn range(&self, api_key: ApiKey) -> Option<ApiVersionRange> {
-        self.api_keys
-            .iter()
-            .copied()
-            .find(|range| range.api_key == api_key)
+        self.api_keys.iter().copied().find(|range| range.api_key == api_key)
     }
 }
 
@@ -114,20 +103,12 @@ impl Response for ApiVersionsResponse {
             skip_tags(r, flexible)?;
             Ok(range)
         })?;
-        let throttle_time_ms = if version >= 1 {
-            reader.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = if version >= 1 { reader.i32("throttle time")? } else { 0 };
         // SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures, ZkMigrationReady: not
         // needed by this client.
         skip_tags(reader, flexible)?;
         reader.finish("ApiVersions response")?;
-        Ok(ApiVersionsResponse {
-            error_code,
-            api_keys,
-            throttle_time_ms,
-        })
+        Ok(ApiVersionsResponse { error_code, api_keys, throttle_time_ms })
     }
 }
 
@@ -159,24 +140,20 @@ mod tests {
         (
             error_code(),
             small_vec(
-                (any::<i16>(), any::<i16>(), any::<i16>()).prop_map(|(k, min, max)| {
-                    ApiVersionRange {
-                        api_key: ApiKey(k),
-                        min_version: min,
-                        max_version: max,
-                    }
+                (any::<i16>(), any::<i16>(), any::<i16>()).prop_map(|(k, min, max)| ApiVersionRange {
+                    api_key: ApiKey(k),
+                    min_version: min,
+                    max_version: max,
                 }),
                 5,
             ),
             any::<i32>(),
         )
-            .prop_map(
-                |(error_code, api_keys, throttle_time_ms)| ApiVersionsResponse {
-                    error_code,
-                    api_keys,
-                    throttle_time_ms,
-                },
-            )
+            .prop_map(|(error_code, api_keys, throttle_time_ms)| ApiVersionsResponse {
+                error_code,
+                api_keys,
+                throttle_time_ms,
+            })
     }
 
     proptest! {
@@ -195,14 +172,10 @@ mod tests {
 
     #[test]
     fn request_v3_golden() {
-        let request = ApiVersionsRequest {
-            client_software_name: "sluice".into(),
-            client_software_version: "0.1".into(),
-        };
+        let request =
+            ApiVersionsRequest { client_software_name: "sluice".into(), client_software_version: "0.1".into() };
         // compact string: length + 1 as uvarint; then an empty tagged-field section.
-        let expected = [
-            7, b's', b'l', b'u', b'i', b'c', b'e', 4, b'0', b'.', b'1', 0,
-        ];
+        let expected = [7, b's', b'l', b'u', b'i', b'c', b'e', 4, b'0', b'.', b'1', 0];
         assert_eq!(request_bytes(&request, 3), expected);
         assert!(request_bytes(&request, 2).is_empty());
     }
@@ -219,11 +192,7 @@ mod tests {
         let response: ApiVersionsResponse = decode_response(bytes::Bytes::from(bytes), 3).unwrap();
         assert_eq!(
             response.range(ApiKey::FETCH),
-            Some(ApiVersionRange {
-                api_key: ApiKey::FETCH,
-                min_version: 4,
-                max_version: 18
-            })
+            Some(ApiVersionRange { api_key: ApiKey::FETCH, min_version: 4, max_version: 18 })
         );
     }
 
@@ -231,31 +200,18 @@ mod tests {
     fn unsupported_version_answer_falls_back_to_v0() {
         let v0 = ApiVersionsResponse {
             error_code: ErrorCode::UNSUPPORTED_VERSION,
-            api_keys: vec![ApiVersionRange {
-                api_key: ApiKey::API_VERSIONS,
-                min_version: 0,
-                max_version: 3,
-            }],
+            api_keys: vec![ApiVersionRange { api_key: ApiKey::API_VERSIONS, min_version: 0, max_version: 3 }],
             throttle_time_ms: 0,
         };
         let bytes = encode_response(&v0, 0);
         assert!(decode_response::<ApiVersionsResponse>(bytes.clone(), 4).is_err());
         let mut reader = Reader::new(bytes);
-        assert_eq!(
-            ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(),
-            v0
-        );
+        assert_eq!(ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(), v0);
         assert!(reader.is_empty());
         // A well-formed v4 answer is decoded as v4.
-        let ok = ApiVersionsResponse {
-            error_code: ErrorCode::NONE,
-            ..v0
-        };
+        let ok = ApiVersionsResponse { error_code: ErrorCode::NONE, ..v0 };
         let mut reader = Reader::new(encode_response(&ok, 4));
-        assert_eq!(
-            ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(),
-            ok
-        );
+        assert_eq!(ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(), ok);
     }
 
     #[test]

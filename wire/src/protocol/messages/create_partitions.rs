@@ -5,15 +5,7 @@
 //! # References
 //! - `CreatePartitionsRequest.json`, `CreatePartitionsResponse.json` (Kafka 4.1).
 //! - KIP-195.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -73,12 +65,7 @@ impl Request for CreatePartitionsRequest {
 
 impl Response for CreatePartitionsResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "CreatePartitions response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "CreatePartitions response version")?;
         let flexible = ApiKey::CREATE_PARTITIONS.is_flexible(version);
         let throttle_time_ms = reader.i32("throttle time")?;
         let result_min = if flexible { 1 + 2 + 1 + 1 } else { 2 + 2 + 2 };
@@ -93,10 +80,7 @@ impl Response for CreatePartitionsResponse {
         })?;
         skip_tags(reader, flexible)?;
         reader.finish("CreatePartitions response")?;
-        Ok(CreatePartitionsResponse {
-            throttle_time_ms,
-            results,
-        })
+        Ok(CreatePartitionsResponse { throttle_time_ms, results })
     }
 }
 
@@ -122,20 +106,11 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = CreatePartitionsResponse> {
-        let result =
-            (name(), error_code(), opt_name()).prop_map(|(name, error_code, error_message)| {
-                CreatePartitionsTopicResult {
-                    name,
-                    error_code,
-                    error_message,
-                }
-            });
-        (any::<i32>(), small_vec(result, 4)).prop_map(|(throttle_time_ms, results)| {
-            CreatePartitionsResponse {
-                throttle_time_ms,
-                results,
-            }
-        })
+        let result = (name(), error_code(), opt_name()).prop_map(|(name, error_code, error_message)| {
+            CreatePartitionsTopicResult { name, error_code, error_message }
+        });
+        (any::<i32>(), small_vec(result, 4))
+            .prop_map(|(throttle_time_ms, results)| CreatePartitionsResponse { throttle_time_ms, results })
     }
 
     proptest! {
@@ -155,16 +130,11 @@ mod tests {
     #[test]
     fn request_golden() {
         let request = CreatePartitionsRequest {
-            topics: vec![CreatePartitionsTopic {
-                name: "t".into(),
-                count: 4,
-            }],
+            topics: vec![CreatePartitionsTopic { name: "t".into(), count: 4 }],
             timeout_ms: 1,
             validate_only: true,
         };
-        let v1 = [
-            0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1,
-        ];
+        let v1 = [0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 4, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1];
         assert_eq!(request_bytes(&request, 1), v1);
         let v3 = [2, 2, b't', 0, 0, 0, 4, 0, 0, 0, 0, 0, 1, 1, 0];
         assert_eq!(request_bytes(&request, 3), v3);

@@ -7,20 +7,9 @@
 //! # References
 //! - `CreateTopicsRequest.json`, `CreateTopicsResponse.json` (Kafka 4.1).
 //! - KIP-4, KIP-464 (defaults: -1 partitions / replication factor), KIP-525 (v5 results).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
-use super::{
-    check_version, read_array, read_nullable_array, skip_tags, write_no_tags, Request, Response,
-    TopicId,
-};
+use super::{check_version, read_array, read_nullable_array, skip_tags, write_no_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::error_code::ErrorCode;
@@ -111,19 +100,10 @@ impl Request for CreateTopicsRequest {
 
 impl Response for CreateTopicsResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "CreateTopics response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "CreateTopics response version")?;
         let flexible = ApiKey::CREATE_TOPICS.is_flexible(version);
         let string_min = if flexible { 1 } else { 2 };
-        let throttle_time_ms = if version >= 2 {
-            reader.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = if version >= 2 { reader.i32("throttle time")? } else { 0 };
         let topic_min = string_min
             + if version >= 7 { 16 } else { 0 }
             + 2
@@ -131,11 +111,7 @@ impl Response for CreateTopicsResponse {
             + if version >= 5 { 4 + 2 + 1 + 1 } else { 0 };
         let topics = read_array(reader, flexible, topic_min, "topics", |r| {
             let name = r.string(flexible, "topic name")?;
-            let topic_id = if version >= 7 {
-                TopicId(r.uuid("topic id")?)
-            } else {
-                TopicId::ZERO
-            };
+            let topic_id = if version >= 7 { TopicId(r.uuid("topic id")?) } else { TopicId::ZERO };
             let error_code = ErrorCode(r.i16("error code")?);
             let error_message = r.nullable_string(flexible, "error message")?;
             let mut result = CreatableTopicResult {
@@ -151,18 +127,17 @@ impl Response for CreateTopicsResponse {
             if version >= 5 {
                 result.num_partitions = r.i32("num partitions")?;
                 result.replication_factor = r.i16("replication factor")?;
-                result.configs =
-                    read_nullable_array(r, flexible, 2 + 1 + 1 + 1 + 1 + 1, "configs", |r| {
-                        let config = CreatableTopicConfigs {
-                            name: r.string(flexible, "config name")?,
-                            value: r.nullable_string(flexible, "config value")?,
-                            read_only: r.bool("read only")?,
-                            config_source: r.i8("config source")?,
-                            is_sensitive: r.bool("is sensitive")?,
-                        };
-                        skip_tags(r, flexible)?;
-                        Ok(config)
-                    })?;
+                result.configs = read_nullable_array(r, flexible, 2 + 1 + 1 + 1 + 1 + 1, "configs", |r| {
+                    let config = CreatableTopicConfigs {
+                        name: r.string(flexible, "config name")?,
+                        value: r.nullable_string(flexible, "config value")?,
+                        read_only: r.bool("read only")?,
+                        config_source: r.i8("config source")?,
+                        is_sensitive: r.bool("is sensitive")?,
+                    };
+                    skip_tags(r, flexible)?;
+                    Ok(config)
+                })?;
             }
             if flexible {
                 let mut config_error = ErrorCode::NONE;
@@ -179,10 +154,7 @@ impl Response for CreateTopicsResponse {
         })?;
         skip_tags(reader, flexible)?;
         reader.finish("CreateTopics response")?;
-        Ok(CreateTopicsResponse {
-            throttle_time_ms,
-            topics,
-        })
+        Ok(CreateTopicsResponse { throttle_time_ms, topics })
     }
 }
 
@@ -235,22 +207,15 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = CreateTopicsResponse> {
-        let config = (
-            name(),
-            opt_name(),
-            any::<bool>(),
-            any::<i8>(),
-            any::<bool>(),
-        )
-            .prop_map(|(name, value, read_only, config_source, is_sensitive)| {
-                CreatableTopicConfigs {
-                    name,
-                    value,
-                    read_only,
-                    config_source,
-                    is_sensitive,
-                }
-            });
+        let config = (name(), opt_name(), any::<bool>(), any::<i8>(), any::<bool>()).prop_map(
+            |(name, value, read_only, config_source, is_sensitive)| CreatableTopicConfigs {
+                name,
+                value,
+                read_only,
+                config_source,
+                is_sensitive,
+            },
+        );
         let topic = (
             (name(), topic_id(), error_code(), opt_name(), error_code()),
             any::<i32>(),
@@ -276,12 +241,8 @@ mod tests {
                     }
                 },
             );
-        (any::<i32>(), small_vec(topic, 3)).prop_map(|(throttle_time_ms, topics)| {
-            CreateTopicsResponse {
-                throttle_time_ms,
-                topics,
-            }
-        })
+        (any::<i32>(), small_vec(topic, 3))
+            .prop_map(|(throttle_time_ms, topics)| CreateTopicsResponse { throttle_time_ms, topics })
     }
 
     proptest! {

@@ -5,15 +5,7 @@
 //! # References
 //! - `DeleteRecordsRequest.json`, `DeleteRecordsResponse.json` (Kafka 4.1).
 //! - KIP-107.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -88,12 +80,7 @@ impl Request for DeleteRecordsRequest {
 
 impl Response for DeleteRecordsResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "DeleteRecords response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "DeleteRecords response version")?;
         let flexible = ApiKey::DELETE_RECORDS.is_flexible(version);
         let throttle_time_ms = reader.i32("throttle time")?;
         let topic_min = if flexible { 3 } else { 6 };
@@ -114,10 +101,7 @@ impl Response for DeleteRecordsResponse {
         })?;
         skip_tags(reader, flexible)?;
         reader.finish("DeleteRecords response")?;
-        Ok(DeleteRecordsResponse {
-            throttle_time_ms,
-            topics,
-        })
+        Ok(DeleteRecordsResponse { throttle_time_ms, topics })
     }
 }
 
@@ -148,21 +132,14 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = DeleteRecordsResponse> {
-        let partition = (any::<i32>(), any::<i64>(), error_code()).prop_map(
-            |(partition_index, low_watermark, error_code)| DeleteRecordsPartitionResult {
-                partition_index,
-                low_watermark,
-                error_code,
-            },
-        );
+        let partition =
+            (any::<i32>(), any::<i64>(), error_code()).prop_map(|(partition_index, low_watermark, error_code)| {
+                DeleteRecordsPartitionResult { partition_index, low_watermark, error_code }
+            });
         let topic = (name(), small_vec(partition, 3))
             .prop_map(|(name, partitions)| DeleteRecordsTopicResult { name, partitions });
-        (any::<i32>(), small_vec(topic, 3)).prop_map(|(throttle_time_ms, topics)| {
-            DeleteRecordsResponse {
-                throttle_time_ms,
-                topics,
-            }
-        })
+        (any::<i32>(), small_vec(topic, 3))
+            .prop_map(|(throttle_time_ms, topics)| DeleteRecordsResponse { throttle_time_ms, topics })
     }
 
     proptest! {
@@ -184,16 +161,11 @@ mod tests {
         let request = DeleteRecordsRequest {
             topics: vec![DeleteRecordsTopic {
                 name: "t".into(),
-                partitions: vec![DeleteRecordsPartition {
-                    partition_index: 0,
-                    offset: 5,
-                }],
+                partitions: vec![DeleteRecordsPartition { partition_index: 0, offset: 5 }],
             }],
             timeout_ms: 1,
         };
-        let expected = [
-            2, 2, b't', 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 1, 0,
-        ];
+        let expected = [2, 2, b't', 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 1, 0];
         assert_eq!(request_bytes(&request, 2), expected);
     }
 

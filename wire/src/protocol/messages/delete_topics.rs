@@ -7,15 +7,7 @@
 //! # References
 //! - `DeleteTopicsRequest.json`, `DeleteTopicsResponse.json` (Kafka 4.1).
 //! - KIP-4, KIP-516 (v6 topic ids).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;
@@ -74,19 +66,10 @@ impl Request for DeleteTopicsRequest {
 
 impl Response for DeleteTopicsResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "DeleteTopics response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "DeleteTopics response version")?;
         let flexible = ApiKey::DELETE_TOPICS.is_flexible(version);
         let string_min = if flexible { 1 } else { 2 };
-        let throttle_time_ms = if version >= 1 {
-            reader.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = if version >= 1 { reader.i32("throttle time")? } else { 0 };
         let element_min = string_min
             + if version >= 6 { 16 } else { 0 }
             + 2
@@ -94,31 +77,15 @@ impl Response for DeleteTopicsResponse {
             + usize::from(flexible);
         let responses = read_array(reader, flexible, element_min, "topics", |r| {
             let name = r.nullable_string(flexible, "topic name")?;
-            let topic_id = if version >= 6 {
-                TopicId(r.uuid("topic id")?)
-            } else {
-                TopicId::ZERO
-            };
+            let topic_id = if version >= 6 { TopicId(r.uuid("topic id")?) } else { TopicId::ZERO };
             let error_code = ErrorCode(r.i16("error code")?);
-            let error_message = if version >= 5 {
-                r.nullable_string(flexible, "error message")?
-            } else {
-                None
-            };
+            let error_message = if version >= 5 { r.nullable_string(flexible, "error message")? } else { None };
             skip_tags(r, flexible)?;
-            Ok(DeletableTopicResult {
-                name,
-                topic_id,
-                error_code,
-                error_message,
-            })
+            Ok(DeletableTopicResult { name, topic_id, error_code, error_message })
         })?;
         skip_tags(reader, flexible)?;
         reader.finish("DeleteTopics response")?;
-        Ok(DeleteTopicsResponse {
-            throttle_time_ms,
-            responses,
-        })
+        Ok(DeleteTopicsResponse { throttle_time_ms, responses })
     }
 }
 
@@ -157,12 +124,8 @@ mod tests {
                 error_message,
             },
         );
-        (any::<i32>(), small_vec(topic, 4)).prop_map(|(throttle_time_ms, responses)| {
-            DeleteTopicsResponse {
-                throttle_time_ms,
-                responses,
-            }
-        })
+        (any::<i32>(), small_vec(topic, 4))
+            .prop_map(|(throttle_time_ms, responses)| DeleteTopicsResponse { throttle_time_ms, responses })
     }
 
     proptest! {
@@ -181,14 +144,8 @@ mod tests {
 
     #[test]
     fn request_golden() {
-        let request = DeleteTopicsRequest {
-            topic_names: vec!["t".into()],
-            timeout_ms: 1,
-        };
-        assert_eq!(
-            request_bytes(&request, 1),
-            [0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1]
-        );
+        let request = DeleteTopicsRequest { topic_names: vec!["t".into()], timeout_ms: 1 };
+        assert_eq!(request_bytes(&request, 1), [0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1]);
         assert_eq!(request_bytes(&request, 4), [2, 2, b't', 0, 0, 0, 1, 0]);
         let mut v6 = vec![2, 2, b't'];
         v6.extend([0; 16]);

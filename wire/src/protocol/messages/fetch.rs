@@ -14,22 +14,11 @@
 //! - KIP-227 (fetch sessions: SessionId 0 / SessionEpoch -1 is a session-less full fetch),
 //!   KIP-320 (leader epochs), KIP-392 (preferred read replica), KIP-516 (topic ids),
 //!   KIP-595 (diverging epoch), KIP-903, KIP-951 (leader discovery), KIP-1166.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 
-use super::{
-    check_version, finish_tagged, read_array, read_nullable_array, skip_tags, Request, Response,
-    TopicId,
-};
+use super::{check_version, finish_tagged, read_array, read_nullable_array, skip_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::error_code::ErrorCode;
@@ -206,41 +195,24 @@ impl Response for FetchResponse {
             } else {
                 (Some(r.string(flexible, "topic name")?), TopicId::ZERO)
             };
-            let partitions = read_array(r, flexible, partition_min, "fetch partitions", |r| {
-                decode_partition(r, flexible)
-            })?;
+            let partitions =
+                read_array(r, flexible, partition_min, "fetch partitions", |r| decode_partition(r, flexible))?;
             skip_tags(r, flexible)?;
-            Ok(FetchableTopicResponse {
-                name,
-                topic_id,
-                partitions,
-            })
+            Ok(FetchableTopicResponse { name, topic_id, partitions })
         })?;
         let mut node_endpoints = Vec::new();
         if flexible {
             reader.tagged_fields(|tag, field| {
                 if tag == 0 && version >= 16 {
                     node_endpoints = finish_tagged(field, "node endpoints", |f| {
-                        read_array(
-                            f,
-                            true,
-                            4 + 1 + 4 + 1 + 1,
-                            "node endpoints",
-                            decode_node_endpoint,
-                        )
+                        read_array(f, true, 4 + 1 + 4 + 1 + 1, "node endpoints", decode_node_endpoint)
                     })?;
                 }
                 Ok(())
             })?;
         }
         reader.finish("Fetch response")?;
-        Ok(FetchResponse {
-            throttle_time_ms,
-            error_code,
-            session_id,
-            responses,
-            node_endpoints,
-        })
+        Ok(FetchResponse { throttle_time_ms, error_code, session_id, responses, node_endpoints })
     }
 }
 
@@ -250,20 +222,15 @@ fn decode_partition(r: &mut Reader, flexible: bool) -> Result<PartitionData, Dec
     let high_watermark = r.i64("high watermark")?;
     let last_stable_offset = r.i64("last stable offset")?;
     let log_start_offset = r.i64("log start offset")?;
-    let aborted_transactions = read_nullable_array(
-        r,
-        flexible,
-        16 + usize::from(flexible),
-        "aborted transactions",
-        |r| {
+    let aborted_transactions =
+        read_nullable_array(r, flexible, 16 + usize::from(flexible), "aborted transactions", |r| {
             let aborted = FetchAbortedTransaction {
                 producer_id: r.i64("aborted producer id")?,
                 first_offset: r.i64("aborted first offset")?,
             };
             skip_tags(r, flexible)?;
             Ok(aborted)
-        },
-    )?;
+        })?;
     let preferred_read_replica = r.i32("preferred read replica")?;
     let records = r.nullable_bytes(flexible, "records")?;
     let mut diverging_epoch = None;
@@ -285,10 +252,8 @@ fn decode_partition(r: &mut Reader, flexible: bool) -> Result<PartitionData, Dec
                 1 => current_leader = Some(decode_leader_id_and_epoch(field)?),
                 2 => {
                     snapshot_id = Some(finish_tagged(field, "snapshot id", |f| {
-                        let value = SnapshotId {
-                            end_offset: f.i64("snapshot end offset")?,
-                            epoch: f.i32("snapshot epoch")?,
-                        };
+                        let value =
+                            SnapshotId { end_offset: f.i64("snapshot end offset")?, epoch: f.i32("snapshot epoch")? };
                         f.skip_tagged_fields()?;
                         Ok(value)
                     })?)
@@ -326,14 +291,9 @@ pub(crate) fn decode_node_endpoint(r: &mut Reader) -> Result<NodeEndpoint, Decod
 }
 
 /// A `LeaderIdAndEpoch` tagged struct (Fetch and Produce CurrentLeader).
-pub(crate) fn decode_leader_id_and_epoch(
-    field: &mut Reader,
-) -> Result<LeaderIdAndEpoch, DecodeError> {
+pub(crate) fn decode_leader_id_and_epoch(field: &mut Reader) -> Result<LeaderIdAndEpoch, DecodeError> {
     finish_tagged(field, "current leader", |f| {
-        let value = LeaderIdAndEpoch {
-            leader_id: f.i32("leader id")?,
-            leader_epoch: f.i32("leader epoch")?,
-        };
+        let value = LeaderIdAndEpoch { leader_id: f.i32("leader id")?, leader_epoch: f.i32("leader epoch")? };
         f.skip_tagged_fields()?;
         Ok(value)
     })
@@ -396,14 +356,10 @@ pub(crate) mod tests {
                     }
                     w.i32(p.preferred_read_replica);
                     w.nullable_bytes(flexible, p.records.as_deref());
-                    let count = [
-                        p.diverging_epoch.is_some(),
-                        p.current_leader.is_some(),
-                        p.snapshot_id.is_some(),
-                    ]
-                    .iter()
-                    .filter(|set| **set)
-                    .count();
+                    let count = [p.diverging_epoch.is_some(), p.current_leader.is_some(), p.snapshot_id.is_some()]
+                        .iter()
+                        .filter(|set| **set)
+                        .count();
                     w.uvarint(count as u32);
                     if let Some(d) = &p.diverging_epoch {
                         write_tagged_field(w, 0, |w| {
@@ -435,46 +391,29 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn node_endpoint() -> impl Strategy<Value = NodeEndpoint> {
-        (any::<i32>(), name(), any::<i32>(), opt_name()).prop_map(|(node_id, host, port, rack)| {
-            NodeEndpoint {
-                node_id,
-                host,
-                port,
-                rack,
-            }
+        (any::<i32>(), name(), any::<i32>(), opt_name()).prop_map(|(node_id, host, port, rack)| NodeEndpoint {
+            node_id,
+            host,
+            port,
+            rack,
         })
     }
 
     pub(crate) fn leader() -> impl Strategy<Value = LeaderIdAndEpoch> {
-        (any::<i32>(), any::<i32>()).prop_map(|(leader_id, leader_epoch)| LeaderIdAndEpoch {
-            leader_id,
-            leader_epoch,
-        })
+        (any::<i32>(), any::<i32>()).prop_map(|(leader_id, leader_epoch)| LeaderIdAndEpoch { leader_id, leader_epoch })
     }
 
     fn partition() -> impl Strategy<Value = PartitionData> {
-        let aborted = (any::<i64>(), any::<i64>()).prop_map(|(producer_id, first_offset)| {
-            FetchAbortedTransaction {
-                producer_id,
-                first_offset,
-            }
-        });
+        let aborted = (any::<i64>(), any::<i64>())
+            .prop_map(|(producer_id, first_offset)| FetchAbortedTransaction { producer_id, first_offset });
         (
-            (
-                any::<i32>(),
-                error_code(),
-                any::<i64>(),
-                any::<i64>(),
-                any::<i64>(),
-            ),
+            (any::<i32>(), error_code(), any::<i64>(), any::<i64>(), any::<i64>()),
             proptest::option::of(
-                (any::<i32>(), any::<i64>())
-                    .prop_map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset }),
+                (any::<i32>(), any::<i64>()).prop_map(|(epoch, end_offset)| EpochEndOffset { epoch, end_offset }),
             ),
             proptest::option::of(leader()),
             proptest::option::of(
-                (any::<i64>(), any::<i32>())
-                    .prop_map(|(end_offset, epoch)| SnapshotId { end_offset, epoch }),
+                (any::<i64>(), any::<i32>()).prop_map(|(end_offset, epoch)| SnapshotId { end_offset, epoch }),
             ),
             proptest::option::of(small_vec(aborted, 3)),
             any::<i32>(),
@@ -482,13 +421,7 @@ pub(crate) mod tests {
         )
             .prop_map(
                 |(
-                    (
-                        partition_index,
-                        error_code,
-                        high_watermark,
-                        last_stable_offset,
-                        log_start_offset,
-                    ),
+                    (partition_index, error_code, high_watermark, last_stable_offset, log_start_offset),
                     diverging_epoch,
                     current_leader,
                     snapshot_id,
@@ -512,31 +445,17 @@ pub(crate) mod tests {
     }
 
     fn response() -> impl Strategy<Value = FetchResponse> {
-        let topic = (opt_name(), topic_id(), small_vec(partition(), 3)).prop_map(
-            |(name, topic_id, partitions)| FetchableTopicResponse {
-                name,
-                topic_id,
-                partitions,
+        let topic = (opt_name(), topic_id(), small_vec(partition(), 3))
+            .prop_map(|(name, topic_id, partitions)| FetchableTopicResponse { name, topic_id, partitions });
+        (any::<i32>(), error_code(), any::<i32>(), small_vec(topic, 3), small_vec(node_endpoint(), 3)).prop_map(
+            |(throttle_time_ms, error_code, session_id, responses, node_endpoints)| FetchResponse {
+                throttle_time_ms,
+                error_code,
+                session_id,
+                responses,
+                node_endpoints,
             },
-        );
-        (
-            any::<i32>(),
-            error_code(),
-            any::<i32>(),
-            small_vec(topic, 3),
-            small_vec(node_endpoint(), 3),
         )
-            .prop_map(
-                |(throttle_time_ms, error_code, session_id, responses, node_endpoints)| {
-                    FetchResponse {
-                        throttle_time_ms,
-                        error_code,
-                        session_id,
-                        responses,
-                        node_endpoints,
-                    }
-                },
-            )
     }
 
     proptest! {
@@ -635,39 +554,22 @@ pub(crate) mod tests {
                     high_watermark: 10,
                     last_stable_offset: 10,
                     log_start_offset: 0,
-                    diverging_epoch: Some(EpochEndOffset {
-                        epoch: 3,
-                        end_offset: 9,
-                    }),
-                    current_leader: Some(LeaderIdAndEpoch {
-                        leader_id: 2,
-                        leader_epoch: 4,
-                    }),
+                    diverging_epoch: Some(EpochEndOffset { epoch: 3, end_offset: 9 }),
+                    current_leader: Some(LeaderIdAndEpoch { leader_id: 2, leader_epoch: 4 }),
                     snapshot_id: None,
-                    aborted_transactions: Some(vec![FetchAbortedTransaction {
-                        producer_id: 5,
-                        first_offset: 6,
-                    }]),
+                    aborted_transactions: Some(vec![FetchAbortedTransaction { producer_id: 5, first_offset: 6 }]),
                     preferred_read_replica: -1,
                     records: Some(Bytes::from_static(b"batch")),
                 }],
             }],
-            node_endpoints: vec![NodeEndpoint {
-                node_id: 2,
-                host: "h".into(),
-                port: 9092,
-                rack: None,
-            }],
+            node_endpoints: vec![NodeEndpoint { node_id: 2, host: "h".into(), port: 9092, rack: None }],
         };
         let frame = encode_response(&value, 16);
         let decoded: FetchResponse = decode_response(frame.clone(), 16).unwrap();
         assert_eq!(decoded, value);
         let records = decoded.responses[0].partitions[0].records.clone().unwrap();
         let frame_range = frame.as_ptr() as usize..frame.as_ptr() as usize + frame.len();
-        assert!(
-            frame_range.contains(&(records.as_ptr() as usize)),
-            "records were copied"
-        );
+        assert!(frame_range.contains(&(records.as_ptr() as usize)), "records were copied");
         // Below v16 the broker never sends NodeEndpoints; tag 0 there is unknown and skipped.
         let decoded: FetchResponse = decode_response(encode_response(&value, 15), 15).unwrap();
         assert!(decoded.node_endpoints.is_empty());

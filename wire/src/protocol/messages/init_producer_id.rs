@@ -6,15 +6,7 @@
 //! # References
 //! - `InitProducerIdRequest.json`, `InitProducerIdResponse.json`.
 //! - KIP-98, KIP-360.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -63,12 +55,7 @@ impl Request for InitProducerIdRequest {
 
 impl Response for InitProducerIdResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "InitProducerId response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "InitProducerId response version")?;
         let flexible = ApiKey::INIT_PRODUCER_ID.is_flexible(version);
         let response = InitProducerIdResponse {
             throttle_time_ms: reader.i32("throttle time")?,

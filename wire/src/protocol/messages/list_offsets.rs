@@ -8,15 +8,7 @@
 //! - `ListOffsetsRequest.json`, `ListOffsetsResponse.json` (Kafka 4.1).
 //! - KIP-79 (timestamps), KIP-98 (isolation level), KIP-320 (leader epochs), KIP-734 (max
 //!   timestamp).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -116,19 +108,10 @@ impl Request for ListOffsetsRequest {
 
 impl Response for ListOffsetsResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "ListOffsets response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "ListOffsets response version")?;
         let flexible = ApiKey::LIST_OFFSETS.is_flexible(version);
         let tags_min = usize::from(flexible);
-        let throttle_time_ms = if version >= 2 {
-            reader.i32("throttle time")?
-        } else {
-            0
-        };
+        let throttle_time_ms = if version >= 2 { reader.i32("throttle time")? } else { 0 };
         let partition_min = 4 + 2 + 8 + 8 + if version >= 4 { 4 } else { 0 } + tags_min;
         let topic_min = if flexible { 1 + 1 + 1 } else { 2 + 4 };
         let topics = read_array(reader, flexible, topic_min, "topics", |r| {
@@ -139,11 +122,7 @@ impl Response for ListOffsetsResponse {
                     error_code: ErrorCode(r.i16("error code")?),
                     timestamp: r.i64("timestamp")?,
                     offset: r.i64("offset")?,
-                    leader_epoch: if version >= 4 {
-                        r.i32("leader epoch")?
-                    } else {
-                        -1
-                    },
+                    leader_epoch: if version >= 4 { r.i32("leader epoch")? } else { -1 },
                 };
                 skip_tags(r, flexible)?;
                 Ok(partition)
@@ -153,10 +132,7 @@ impl Response for ListOffsetsResponse {
         })?;
         skip_tags(reader, flexible)?;
         reader.finish("ListOffsets response")?;
-        Ok(ListOffsetsResponse {
-            throttle_time_ms,
-            topics,
-        })
+        Ok(ListOffsetsResponse { throttle_time_ms, topics })
     }
 }
 
@@ -193,32 +169,19 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = ListOffsetsResponse> {
-        let partition = (
-            any::<i32>(),
-            error_code(),
-            any::<i64>(),
-            any::<i64>(),
-            any::<i32>(),
-        )
-            .prop_map(
-                |(partition_index, error_code, timestamp, offset, leader_epoch)| {
-                    ListOffsetsPartitionResponse {
-                        partition_index,
-                        error_code,
-                        timestamp,
-                        offset,
-                        leader_epoch,
-                    }
-                },
-            );
+        let partition = (any::<i32>(), error_code(), any::<i64>(), any::<i64>(), any::<i32>()).prop_map(
+            |(partition_index, error_code, timestamp, offset, leader_epoch)| ListOffsetsPartitionResponse {
+                partition_index,
+                error_code,
+                timestamp,
+                offset,
+                leader_epoch,
+            },
+        );
         let topic = (name(), small_vec(partition, 3))
             .prop_map(|(name, partitions)| ListOffsetsTopicResponse { name, partitions });
-        (any::<i32>(), small_vec(topic, 3)).prop_map(|(throttle_time_ms, topics)| {
-            ListOffsetsResponse {
-                throttle_time_ms,
-                topics,
-            }
-        })
+        (any::<i32>(), small_vec(topic, 3))
+            .prop_map(|(throttle_time_ms, topics)| ListOffsetsResponse { throttle_time_ms, topics })
     }
 
     proptest! {
@@ -293,11 +256,7 @@ mod tests {
     fn absurd_counts_are_rejected() {
         for version in MIN_VERSION..=MAX_VERSION {
             let flexible = version >= 6;
-            let mut bytes = if version >= 2 {
-                vec![0, 0, 0, 0]
-            } else {
-                vec![]
-            };
+            let mut bytes = if version >= 2 { vec![0, 0, 0, 0] } else { vec![] };
             bytes.extend(huge_count(flexible));
             assert_count_too_large::<ListOffsetsResponse>(bytes, version);
         }

@@ -7,19 +7,9 @@
 //! # References
 //! - `MetadataRequest.json`, `MetadataResponse.json` (Kafka 4.1).
 //! - KIP-516 (topic ids), KIP-1102 (top-level error code, v13).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
-use super::{
-    check_version, read_array, read_i32_array, skip_tags, write_no_tags, Request, Response, TopicId,
-};
+use super::{check_version, read_array, read_i32_array, skip_tags, write_no_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::error_code::ErrorCode;
@@ -115,12 +105,7 @@ impl Request for MetadataRequest {
 
 impl Response for MetadataResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "Metadata response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "Metadata response version")?;
         let flexible = ApiKey::METADATA.is_flexible(version);
         let string_min = if flexible { 1 } else { 2 };
         let array_min = if flexible { 1 } else { 4 };
@@ -156,22 +141,14 @@ impl Response for MetadataResponse {
             let error_code = ErrorCode(r.i16("topic error code")?);
             // Strictly nullable only from v12; accepting null earlier costs nothing.
             let name = r.nullable_string(flexible, "topic name")?;
-            let topic_id = if version >= 10 {
-                TopicId(r.uuid("topic id")?)
-            } else {
-                TopicId::ZERO
-            };
+            let topic_id = if version >= 10 { TopicId(r.uuid("topic id")?) } else { TopicId::ZERO };
             let is_internal = r.bool("is internal")?;
             let partitions = read_array(r, flexible, partition_min, "partitions", |r| {
                 let partition = MetadataPartition {
                     error_code: ErrorCode(r.i16("partition error code")?),
                     partition_index: r.i32("partition index")?,
                     leader_id: r.i32("leader id")?,
-                    leader_epoch: if version >= 7 {
-                        r.i32("leader epoch")?
-                    } else {
-                        -1
-                    },
+                    leader_epoch: if version >= 7 { r.i32("leader epoch")? } else { -1 },
                     replica_nodes: read_i32_array(r, flexible, "replica nodes")?,
                     isr_nodes: read_i32_array(r, flexible, "isr nodes")?,
                     offline_replicas: read_i32_array(r, flexible, "offline replicas")?,
@@ -179,31 +156,14 @@ impl Response for MetadataResponse {
                 skip_tags(r, flexible)?;
                 Ok(partition)
             })?;
-            let topic_authorized_operations = if version >= 8 {
-                r.i32("topic authorized operations")?
-            } else {
-                i32::MIN
-            };
+            let topic_authorized_operations =
+                if version >= 8 { r.i32("topic authorized operations")? } else { i32::MIN };
             skip_tags(r, flexible)?;
-            Ok(MetadataTopic {
-                error_code,
-                name,
-                topic_id,
-                is_internal,
-                partitions,
-                topic_authorized_operations,
-            })
+            Ok(MetadataTopic { error_code, name, topic_id, is_internal, partitions, topic_authorized_operations })
         })?;
-        let cluster_authorized_operations = if (8..=10).contains(&version) {
-            reader.i32("cluster authorized operations")?
-        } else {
-            i32::MIN
-        };
-        let error_code = if version >= 13 {
-            ErrorCode(reader.i16("error code")?)
-        } else {
-            ErrorCode::NONE
-        };
+        let cluster_authorized_operations =
+            if (8..=10).contains(&version) { reader.i32("cluster authorized operations")? } else { i32::MIN };
+        let error_code = if version >= 13 { ErrorCode(reader.i16("error code")?) } else { ErrorCode::NONE };
         skip_tags(reader, flexible)?;
         reader.finish("Metadata response")?;
         Ok(MetadataResponse {
@@ -285,51 +245,33 @@ mod tests {
             small_vec(any::<i32>(), 4),
             small_vec(any::<i32>(), 2),
         )
-            .prop_map(
-                |(error_code, partition_index, leader_id, leader_epoch, r, i, o)| {
-                    MetadataPartition {
-                        error_code,
-                        partition_index,
-                        leader_id,
-                        leader_epoch,
-                        replica_nodes: r,
-                        isr_nodes: i,
-                        offline_replicas: o,
-                    }
-                },
-            )
+            .prop_map(|(error_code, partition_index, leader_id, leader_epoch, r, i, o)| MetadataPartition {
+                error_code,
+                partition_index,
+                leader_id,
+                leader_epoch,
+                replica_nodes: r,
+                isr_nodes: i,
+                offline_replicas: o,
+            })
     }
 
     fn topic() -> impl Strategy<Value = MetadataTopic> {
-        (
-            error_code(),
-            opt_name(),
-            topic_id(),
-            any::<bool>(),
-            small_vec(partition(), 3),
-            any::<i32>(),
+        (error_code(), opt_name(), topic_id(), any::<bool>(), small_vec(partition(), 3), any::<i32>()).prop_map(
+            |(error_code, name, topic_id, is_internal, partitions, ops)| MetadataTopic {
+                error_code,
+                name,
+                topic_id,
+                is_internal,
+                partitions,
+                topic_authorized_operations: ops,
+            },
         )
-            .prop_map(
-                |(error_code, name, topic_id, is_internal, partitions, ops)| MetadataTopic {
-                    error_code,
-                    name,
-                    topic_id,
-                    is_internal,
-                    partitions,
-                    topic_authorized_operations: ops,
-                },
-            )
     }
 
     fn response() -> impl Strategy<Value = MetadataResponse> {
-        let broker = (any::<i32>(), name(), any::<i32>(), opt_name()).prop_map(
-            |(node_id, host, port, rack)| MetadataBroker {
-                node_id,
-                host,
-                port,
-                rack,
-            },
-        );
+        let broker = (any::<i32>(), name(), any::<i32>(), opt_name())
+            .prop_map(|(node_id, host, port, rack)| MetadataBroker { node_id, host, port, rack });
         (
             any::<i32>(),
             small_vec(broker, 3),
@@ -339,27 +281,17 @@ mod tests {
             any::<i32>(),
             error_code(),
         )
-            .prop_map(
-                |(
+            .prop_map(|(throttle_time_ms, brokers, cluster_id, controller_id, topics, ops, error_code)| {
+                MetadataResponse {
                     throttle_time_ms,
                     brokers,
                     cluster_id,
                     controller_id,
                     topics,
-                    ops,
+                    cluster_authorized_operations: ops,
                     error_code,
-                )| {
-                    MetadataResponse {
-                        throttle_time_ms,
-                        brokers,
-                        cluster_id,
-                        controller_id,
-                        topics,
-                        cluster_authorized_operations: ops,
-                        error_code,
-                    }
-                },
-            )
+                }
+            })
     }
 
     proptest! {
@@ -378,10 +310,7 @@ mod tests {
 
     #[test]
     fn request_v12_golden() {
-        let request = MetadataRequest {
-            topics: Some(vec!["ab".into()]),
-            allow_auto_topic_creation: false,
-        };
+        let request = MetadataRequest { topics: Some(vec!["ab".into()]), allow_auto_topic_creation: false };
         let mut expected = vec![2]; // compact array of 1
         expected.extend([0; 16]); // topic id (zero: look up by name)
         expected.extend([3, b'a', b'b', 0]); // compact name "ab", no tags
@@ -391,10 +320,7 @@ mod tests {
 
     #[test]
     fn request_v4_and_v9_golden() {
-        let all = MetadataRequest {
-            topics: None,
-            allow_auto_topic_creation: true,
-        };
+        let all = MetadataRequest { topics: None, allow_auto_topic_creation: true };
         // v4: null classic array (-1), allow_auto_topic_creation.
         assert_eq!(request_bytes(&all, 4), [0xff, 0xff, 0xff, 0xff, 1]);
         // v9: null compact array (0), allow, include cluster ops, include topic ops, no tags.

@@ -5,15 +5,7 @@
 //! the broker (ApiVersions), writes the header, and decodes the response with the same version.
 //! Response decoders take a [`Reader`] bounded to the response frame and check every count
 //! before allocating.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::api::ApiKey;
 use super::codec::{DecodeError, Reader, Writer};
@@ -56,12 +48,7 @@ pub trait Response: Sized + Send + 'static {
 
 /// Rejects a version outside `min..=max` before decoding: a body decoded with the wrong layout
 /// would otherwise produce garbage or a confusing error deep inside.
-pub(crate) fn check_version(
-    version: i16,
-    min: i16,
-    max: i16,
-    what: &'static str,
-) -> Result<(), DecodeError> {
+pub(crate) fn check_version(version: i16, min: i16, max: i16, what: &'static str) -> Result<(), DecodeError> {
     if (min..=max).contains(&version) {
         Ok(())
     } else {
@@ -78,10 +65,7 @@ pub(crate) fn read_array<T>(
     what: &'static str,
     read_element: impl FnMut(&mut Reader) -> Result<T, DecodeError>,
 ) -> Result<Vec<T>, DecodeError> {
-    Ok(
-        read_nullable_array(reader, flexible, min_element_size, what, read_element)?
-            .unwrap_or_default(),
-    )
+    Ok(read_nullable_array(reader, flexible, min_element_size, what, read_element)?.unwrap_or_default())
 }
 
 /// Like [`read_array`], but keeps a null array as `None`.
@@ -103,11 +87,7 @@ pub(crate) fn read_nullable_array<T>(
 }
 
 /// Reads an `[]int32` array (broker ids).
-pub(crate) fn read_i32_array(
-    reader: &mut Reader,
-    flexible: bool,
-    what: &'static str,
-) -> Result<Vec<i32>, DecodeError> {
+pub(crate) fn read_i32_array(reader: &mut Reader, flexible: bool, what: &'static str) -> Result<Vec<i32>, DecodeError> {
     read_array(reader, flexible, 4, what, |r| r.i32(what))
 }
 
@@ -117,9 +97,7 @@ pub(crate) fn read_string_array(
     flexible: bool,
     what: &'static str,
 ) -> Result<Vec<String>, DecodeError> {
-    read_array(reader, flexible, if flexible { 1 } else { 2 }, what, |r| {
-        r.string(flexible, what)
-    })
+    read_array(reader, flexible, if flexible { 1 } else { 2 }, what, |r| r.string(flexible, what))
 }
 
 #[cfg(test)]
@@ -157,11 +135,7 @@ pub(crate) fn write_no_tags(writer: &mut Writer, flexible: bool) {
 /// Writes one tagged field (tag, size, value); the caller writes the field count first and the
 /// fields in ascending tag order.
 #[cfg(test)]
-pub(crate) fn write_tagged_field(
-    writer: &mut Writer,
-    tag: u32,
-    write_value: impl FnOnce(&mut Writer),
-) {
+pub(crate) fn write_tagged_field(writer: &mut Writer, tag: u32, write_value: impl FnOnce(&mut Writer)) {
     let mut value = Writer::new();
     write_value(&mut value);
     writer.uvarint(tag);
@@ -196,8 +170,7 @@ impl std::fmt::Display for TopicId {
     /// Kafka prints topic ids as URL-safe base64 without padding; so do we, so that ids in our
     /// errors match the broker's logs and `kafka-topics --describe`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const ALPHABET: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let bytes = &self.0;
         let mut out = String::with_capacity(22);
         for chunk in bytes.chunks(3) {

@@ -6,15 +6,7 @@
 //! # References
 //! - `OffsetForLeaderEpochRequest.json`, `OffsetForLeaderEpochResponse.json` (Kafka 4.1).
 //! - KIP-101, KIP-279, KIP-320 (consumer truncation detection).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -97,12 +89,7 @@ impl Request for OffsetForLeaderEpochRequest {
 
 impl Response for OffsetForLeaderEpochResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "OffsetForLeaderEpoch response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "OffsetForLeaderEpoch response version")?;
         let flexible = ApiKey::OFFSET_FOR_LEADER_EPOCH.is_flexible(version);
         let throttle_time_ms = reader.i32("throttle time")?;
         let topic_min = if flexible { 3 } else { 6 };
@@ -124,10 +111,7 @@ impl Response for OffsetForLeaderEpochResponse {
         })?;
         skip_tags(reader, flexible)?;
         reader.finish("OffsetForLeaderEpoch response")?;
-        Ok(OffsetForLeaderEpochResponse {
-            throttle_time_ms,
-            topics,
-        })
+        Ok(OffsetForLeaderEpochResponse { throttle_time_ms, topics })
     }
 }
 
@@ -169,12 +153,8 @@ mod tests {
         );
         let topic = (name(), small_vec(partition, 3))
             .prop_map(|(topic, partitions)| OffsetForLeaderTopicResult { topic, partitions });
-        (any::<i32>(), small_vec(topic, 3)).prop_map(|(throttle_time_ms, topics)| {
-            OffsetForLeaderEpochResponse {
-                throttle_time_ms,
-                topics,
-            }
-        })
+        (any::<i32>(), small_vec(topic, 3))
+            .prop_map(|(throttle_time_ms, topics)| OffsetForLeaderEpochResponse { throttle_time_ms, topics })
     }
 
     proptest! {
@@ -197,20 +177,12 @@ mod tests {
             replica_id: -1,
             topics: vec![OffsetForLeaderTopic {
                 topic: "t".into(),
-                partitions: vec![OffsetForLeaderPartition {
-                    partition: 1,
-                    current_leader_epoch: 3,
-                    leader_epoch: 2,
-                }],
+                partitions: vec![OffsetForLeaderPartition { partition: 1, current_leader_epoch: 3, leader_epoch: 2 }],
             }],
         };
-        let v4 = [
-            0xff, 0xff, 0xff, 0xff, 2, 2, b't', 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0,
-        ];
+        let v4 = [0xff, 0xff, 0xff, 0xff, 2, 2, b't', 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0];
         assert_eq!(request_bytes(&request, 4), v4);
-        let v2 = [
-            0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 2,
-        ];
+        let v2 = [0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 2];
         assert_eq!(request_bytes(&request, 2), v2);
     }
 

@@ -8,24 +8,12 @@
 //! # References
 //! - `ProduceRequest.json`, `ProduceResponse.json` (Kafka 4.1).
 //! - KIP-98 (transactions), KIP-467 (record errors), KIP-951 (leader discovery), KIP-890.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 
-use super::fetch::{
-    decode_leader_id_and_epoch, decode_node_endpoint, LeaderIdAndEpoch, NodeEndpoint,
-};
-use super::{
-    check_version, finish_tagged, read_array, skip_tags, write_no_tags, Request, Response,
-};
+use super::fetch::{decode_leader_id_and_epoch, decode_node_endpoint, LeaderIdAndEpoch, NodeEndpoint};
+use super::{check_version, finish_tagged, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::error_code::ErrorCode;
@@ -120,12 +108,7 @@ impl Request for ProduceRequest {
 
 impl Response for ProduceResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "Produce response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "Produce response version")?;
         let flexible = ApiKey::PRODUCE.is_flexible(version);
         let string_min = if flexible { 1 } else { 2 };
         let array_min = if flexible { 1 } else { 4 };
@@ -135,109 +118,73 @@ impl Response for ProduceResponse {
             + 8
             + 8
             + if version >= 5 { 8 } else { 0 }
-            + if version >= 8 {
-                array_min + string_min
-            } else {
-                0
-            }
+            + if version >= 8 { array_min + string_min } else { 0 }
             + tags_min;
-        let responses = read_array(
-            reader,
-            flexible,
-            string_min + array_min + tags_min,
-            "produce topics",
-            |r| {
-                let name = r.string(flexible, "topic name")?;
-                let partitions =
-                    read_array(r, flexible, partition_min, "produce partitions", |r| {
-                        let index = r.i32("partition index")?;
-                        let error_code = ErrorCode(r.i16("error code")?);
-                        let base_offset = r.i64("base offset")?;
-                        let log_append_time_ms = r.i64("log append time")?;
-                        let log_start_offset = if version >= 5 {
-                            r.i64("log start offset")?
-                        } else {
-                            -1
+        let responses = read_array(reader, flexible, string_min + array_min + tags_min, "produce topics", |r| {
+            let name = r.string(flexible, "topic name")?;
+            let partitions = read_array(r, flexible, partition_min, "produce partitions", |r| {
+                let index = r.i32("partition index")?;
+                let error_code = ErrorCode(r.i16("error code")?);
+                let base_offset = r.i64("base offset")?;
+                let log_append_time_ms = r.i64("log append time")?;
+                let log_start_offset = if version >= 5 { r.i64("log start offset")? } else { -1 };
+                let (record_errors, error_message) = if version >= 8 {
+                    let record_errors = read_array(r, flexible, 4 + string_min + tags_min, "record errors", |r| {
+                        let error = BatchIndexAndErrorMessage {
+                            batch_index: r.i32("batch index")?,
+                            batch_index_error_message: r.nullable_string(flexible, "batch index error message")?,
                         };
-                        let (record_errors, error_message) = if version >= 8 {
-                            let record_errors = read_array(
-                                r,
-                                flexible,
-                                4 + string_min + tags_min,
-                                "record errors",
-                                |r| {
-                                    let error = BatchIndexAndErrorMessage {
-                                        batch_index: r.i32("batch index")?,
-                                        batch_index_error_message: r.nullable_string(
-                                            flexible,
-                                            "batch index error message",
-                                        )?,
-                                    };
-                                    skip_tags(r, flexible)?;
-                                    Ok(error)
-                                },
-                            )?;
-                            (record_errors, r.nullable_string(flexible, "error message")?)
-                        } else {
-                            (Vec::new(), None)
-                        };
-                        let mut current_leader = None;
-                        if flexible {
-                            r.tagged_fields(|tag, field| {
-                                if tag == 0 && version >= 10 {
-                                    current_leader = Some(decode_leader_id_and_epoch(field)?);
-                                }
-                                Ok(())
-                            })?;
-                        }
-                        Ok(ProducePartitionResponse {
-                            index,
-                            error_code,
-                            base_offset,
-                            log_append_time_ms,
-                            log_start_offset,
-                            record_errors,
-                            error_message,
-                            current_leader,
-                        })
+                        skip_tags(r, flexible)?;
+                        Ok(error)
                     })?;
-                skip_tags(r, flexible)?;
-                Ok(ProduceTopicResponse { name, partitions })
-            },
-        )?;
+                    (record_errors, r.nullable_string(flexible, "error message")?)
+                } else {
+                    (Vec::new(), None)
+                };
+                let mut current_leader = None;
+                if flexible {
+                    r.tagged_fields(|tag, field| {
+                        if tag == 0 && version >= 10 {
+                            current_leader = Some(decode_leader_id_and_epoch(field)?);
+                        }
+                        Ok(())
+                    })?;
+                }
+                Ok(ProducePartitionResponse {
+                    index,
+                    error_code,
+                    base_offset,
+                    log_append_time_ms,
+                    log_start_offset,
+                    record_errors,
+                    error_message,
+                    current_leader,
+                })
+            })?;
+            skip_tags(r, flexible)?;
+            Ok(ProduceTopicResponse { name, partitions })
+        })?;
         let throttle_time_ms = reader.i32("throttle time")?;
         let mut node_endpoints = Vec::new();
         if flexible {
             reader.tagged_fields(|tag, field| {
                 if tag == 0 && version >= 10 {
                     node_endpoints = finish_tagged(field, "node endpoints", |f| {
-                        read_array(
-                            f,
-                            true,
-                            4 + 1 + 4 + 1 + 1,
-                            "node endpoints",
-                            decode_node_endpoint,
-                        )
+                        read_array(f, true, 4 + 1 + 4 + 1 + 1, "node endpoints", decode_node_endpoint)
                     })?;
                 }
                 Ok(())
             })?;
         }
         reader.finish("Produce response")?;
-        Ok(ProduceResponse {
-            responses,
-            throttle_time_ms,
-            node_endpoints,
-        })
+        Ok(ProduceResponse { responses, throttle_time_ms, node_endpoints })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::messages::fetch::tests::{
-        encode_leader, encode_node_endpoints, leader, node_endpoint,
-    };
+    use crate::protocol::messages::fetch::tests::{encode_leader, encode_node_endpoints, leader, node_endpoint};
     use crate::protocol::messages::testing::*;
     use crate::protocol::messages::write_tagged_field;
     use proptest::prelude::*;
@@ -287,21 +234,11 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = ProduceResponse> {
-        let record_error =
-            (any::<i32>(), opt_name()).prop_map(|(batch_index, batch_index_error_message)| {
-                BatchIndexAndErrorMessage {
-                    batch_index,
-                    batch_index_error_message,
-                }
-            });
+        let record_error = (any::<i32>(), opt_name()).prop_map(|(batch_index, batch_index_error_message)| {
+            BatchIndexAndErrorMessage { batch_index, batch_index_error_message }
+        });
         let partition = (
-            (
-                any::<i32>(),
-                error_code(),
-                any::<i64>(),
-                any::<i64>(),
-                any::<i64>(),
-            ),
+            (any::<i32>(), error_code(), any::<i64>(), any::<i64>(), any::<i64>()),
             small_vec(record_error, 3),
             opt_name(),
             proptest::option::of(leader()),
@@ -325,20 +262,15 @@ mod tests {
                     }
                 },
             );
-        let topic = (name(), small_vec(partition, 3))
-            .prop_map(|(name, partitions)| ProduceTopicResponse { name, partitions });
-        (
-            small_vec(topic, 3),
-            any::<i32>(),
-            small_vec(node_endpoint(), 3),
+        let topic =
+            (name(), small_vec(partition, 3)).prop_map(|(name, partitions)| ProduceTopicResponse { name, partitions });
+        (small_vec(topic, 3), any::<i32>(), small_vec(node_endpoint(), 3)).prop_map(
+            |(responses, throttle_time_ms, node_endpoints)| ProduceResponse {
+                responses,
+                throttle_time_ms,
+                node_endpoints,
+            },
         )
-            .prop_map(
-                |(responses, throttle_time_ms, node_endpoints)| ProduceResponse {
-                    responses,
-                    throttle_time_ms,
-                    node_endpoints,
-                },
-            )
     }
 
     proptest! {
@@ -362,10 +294,7 @@ mod tests {
             timeout_ms: 30_000,
             topics: vec![ProduceTopic {
                 name: "t".into(),
-                partitions: vec![ProducePartition {
-                    index: 1,
-                    records: Bytes::from_static(&[9, 8, 7]),
-                }],
+                partitions: vec![ProducePartition { index: 1, records: Bytes::from_static(&[9, 8, 7]) }],
             }],
         }
     }
@@ -411,11 +340,7 @@ mod tests {
         for version in MIN_VERSION..=MAX_VERSION {
             let flexible = version >= 9;
             assert_count_too_large::<ProduceResponse>(huge_count(flexible), version);
-            let mut bytes = if flexible {
-                vec![2, 2, b't']
-            } else {
-                vec![0, 0, 0, 1, 0, 1, b't']
-            };
+            let mut bytes = if flexible { vec![2, 2, b't'] } else { vec![0, 0, 0, 1, 0, 1, b't'] };
             bytes.extend(huge_count(flexible));
             assert_count_too_large::<ProduceResponse>(bytes, version);
         }

@@ -6,15 +6,7 @@
 //! # References
 //! - `SaslAuthenticateRequest.json`, `SaslAuthenticateResponse.json` (Kafka 4.1).
 //! - KIP-152, KIP-368.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 
@@ -31,11 +23,7 @@ pub struct SaslAuthenticateRequest {
 
 impl std::fmt::Debug for SaslAuthenticateRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "SaslAuthenticateRequest {{ auth_bytes: <{} bytes> }}",
-            self.auth_bytes.len()
-        )
+        write!(f, "SaslAuthenticateRequest {{ auth_bytes: <{} bytes> }}", self.auth_bytes.len())
     }
 }
 
@@ -66,35 +54,17 @@ impl Request for SaslAuthenticateRequest {
 
 impl Response for SaslAuthenticateResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "SaslAuthenticate response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "SaslAuthenticate response version")?;
         let flexible = ApiKey::SASL_AUTHENTICATE.is_flexible(version);
         let error_code = ErrorCode(reader.i16("error code")?);
         let error_message = reader.nullable_string(flexible, "error message")?;
-        let auth_bytes =
-            reader
-                .nullable_bytes(flexible, "auth bytes")?
-                .ok_or(DecodeError::InvalidLength {
-                    what: "auth bytes",
-                    length: -1,
-                })?;
-        let session_lifetime_ms = if version >= 1 {
-            reader.i64("session lifetime")?
-        } else {
-            0
-        };
+        let auth_bytes = reader
+            .nullable_bytes(flexible, "auth bytes")?
+            .ok_or(DecodeError::InvalidLength { what: "auth bytes", length: -1 })?;
+        let session_lifetime_ms = if version >= 1 { reader.i64("session lifetime")? } else { 0 };
         skip_tags(reader, flexible)?;
         reader.finish("SaslAuthenticate response")?;
-        Ok(SaslAuthenticateResponse {
-            error_code,
-            error_message,
-            auth_bytes,
-            session_lifetime_ms,
-        })
+        Ok(SaslAuthenticateResponse { error_code, error_message, auth_bytes, session_lifetime_ms })
     }
 }
 
@@ -119,13 +89,11 @@ mod tests {
 
     fn response() -> impl Strategy<Value = SaslAuthenticateResponse> {
         (error_code(), opt_name(), bytes(40), any::<i64>()).prop_map(
-            |(error_code, error_message, auth_bytes, session_lifetime_ms)| {
-                SaslAuthenticateResponse {
-                    error_code,
-                    error_message,
-                    auth_bytes,
-                    session_lifetime_ms,
-                }
+            |(error_code, error_message, auth_bytes, session_lifetime_ms)| SaslAuthenticateResponse {
+                error_code,
+                error_message,
+                auth_bytes,
+                session_lifetime_ms,
             },
         )
     }
@@ -146,13 +114,8 @@ mod tests {
 
     #[test]
     fn request_golden_and_debug_hides_secret() {
-        let request = SaslAuthenticateRequest {
-            auth_bytes: b"\0u\0pw".to_vec(),
-        };
-        assert_eq!(
-            request_bytes(&request, 1),
-            [0, 0, 0, 5, 0, b'u', 0, b'p', b'w']
-        );
+        let request = SaslAuthenticateRequest { auth_bytes: b"\0u\0pw".to_vec() };
+        assert_eq!(request_bytes(&request, 1), [0, 0, 0, 5, 0, b'u', 0, b'p', b'w']);
         assert_eq!(request_bytes(&request, 2), [6, 0, b'u', 0, b'p', b'w', 0]);
         assert!(!format!("{request:?}").contains("pw"));
     }
@@ -165,12 +128,8 @@ mod tests {
             let mut bytes = vec![0, 0];
             bytes.extend(if flexible { vec![0] } else { vec![0xff, 0xff] }); // null message
             bytes.extend(huge_count(flexible));
-            let result =
-                decode_response::<SaslAuthenticateResponse>(bytes::Bytes::from(bytes), version);
-            assert!(
-                matches!(result, Err(DecodeError::UnexpectedEnd { .. })),
-                "{result:?}"
-            );
+            let result = decode_response::<SaslAuthenticateResponse>(bytes::Bytes::from(bytes), version);
+            assert!(matches!(result, Err(DecodeError::UnexpectedEnd { .. })), "{result:?}");
         }
     }
 }

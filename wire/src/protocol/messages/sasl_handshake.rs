@@ -6,15 +6,7 @@
 //! # References
 //! - `SaslHandshakeRequest.json`, `SaslHandshakeResponse.json` (Kafka 4.1).
 //! - KIP-43, KIP-152.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_string_array, Request, Response};
 use crate::protocol::api::ApiKey;
@@ -51,19 +43,11 @@ impl Request for SaslHandshakeRequest {
 
 impl Response for SaslHandshakeResponse {
     fn decode(version: i16, reader: &mut Reader) -> Result<Self, DecodeError> {
-        check_version(
-            version,
-            MIN_VERSION,
-            MAX_VERSION,
-            "SaslHandshake response version",
-        )?;
+        check_version(version, MIN_VERSION, MAX_VERSION, "SaslHandshake response version")?;
         let error_code = ErrorCode(reader.i16("error code")?);
         let mechanisms = read_string_array(reader, false, "mechanisms")?;
         reader.finish("SaslHandshake response")?;
-        Ok(SaslHandshakeResponse {
-            error_code,
-            mechanisms,
-        })
+        Ok(SaslHandshakeResponse { error_code, mechanisms })
     }
 }
 
@@ -82,12 +66,8 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = SaslHandshakeResponse> {
-        (error_code(), small_vec(name(), 4)).prop_map(|(error_code, mechanisms)| {
-            SaslHandshakeResponse {
-                error_code,
-                mechanisms,
-            }
-        })
+        (error_code(), small_vec(name(), 4))
+            .prop_map(|(error_code, mechanisms)| SaslHandshakeResponse { error_code, mechanisms })
     }
 
     proptest! {
@@ -106,13 +86,8 @@ mod tests {
 
     #[test]
     fn request_golden() {
-        let request = SaslHandshakeRequest {
-            mechanism: "PLAIN".into(),
-        };
-        assert_eq!(
-            request_bytes(&request, 1),
-            [0, 5, b'P', b'L', b'A', b'I', b'N']
-        );
+        let request = SaslHandshakeRequest { mechanism: "PLAIN".into() };
+        assert_eq!(request_bytes(&request, 1), [0, 5, b'P', b'L', b'A', b'I', b'N']);
     }
 
     #[test]

@@ -34,12 +34,12 @@ where
     T: Response + EncodeResponse + PartialEq + Debug,
 {
     let bytes = encode_response(value, version);
-    let first: T = decode_response(bytes.clone(), version)
-        .map_err(|e| TestCaseError::fail(format!("v{version}: {e}")))?;
+    let first: T =
+        decode_response(bytes.clone(), version).map_err(|e| TestCaseError::fail(format!("v{version}: {e}")))?;
     let again = encode_response(&first, version);
     prop_assert_eq!(&again, &bytes, "re-encoding at v{} differs", version);
-    let second: T = decode_response(again, version)
-        .map_err(|e| TestCaseError::fail(format!("v{version} second trip: {e}")))?;
+    let second: T =
+        decode_response(again, version).map_err(|e| TestCaseError::fail(format!("v{version} second trip: {e}")))?;
     prop_assert_eq!(&second, &first);
     damaged_copies_never_panic::<T>(&bytes, version);
     Ok(())
@@ -117,10 +117,7 @@ pub(crate) fn bytes(max: usize) -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(any::<u8>(), 0..max).prop_map(Bytes::from)
 }
 
-pub(crate) fn small_vec<T: Debug>(
-    element: impl Strategy<Value = T>,
-    max: usize,
-) -> impl Strategy<Value = Vec<T>> {
+pub(crate) fn small_vec<T: Debug>(element: impl Strategy<Value = T>, max: usize) -> impl Strategy<Value = Vec<T>> {
     proptest::collection::vec(element, 0..max)
 }
 

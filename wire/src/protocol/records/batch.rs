@@ -14,15 +14,7 @@
 //! # References
 //! - `DefaultRecordBatch.java`, `DefaultRecord.java`, `ByteBufferLogInputStream.java`.
 //! - KIP-98 (v2 batches), KIP-82 (record headers).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 
@@ -92,16 +84,11 @@ impl RecordBatch {
     /// and CRC-32C.
     pub fn decode(bytes: Bytes) -> Result<RecordBatch, RecordError> {
         let mut reader = Reader::new(bytes);
-        let base_offset = reader
-            .i64("base offset")
-            .map_err(|e| RecordError::decode(None, e))?;
+        let base_offset = reader.i64("base offset").map_err(|e| RecordError::decode(None, e))?;
         let wrap = |e: DecodeError| RecordError::decode(Some(base_offset), e);
         let batch_length = reader.i32("batch length").map_err(wrap)?;
         if batch_length < MIN_BATCH_LENGTH {
-            return Err(RecordError::at(
-                base_offset,
-                RecordErrorKind::BatchLengthTooSmall(batch_length),
-            ));
+            return Err(RecordError::at(base_offset, RecordErrorKind::BatchLengthTooSmall(batch_length)));
         }
         if reader.remaining() != batch_length as usize {
             return Err(wrap(DecodeError::UnexpectedEnd {
@@ -113,40 +100,21 @@ impl RecordBatch {
         let partition_leader_epoch = reader.i32("partition leader epoch").map_err(wrap)?;
         let magic = reader.i8("magic").map_err(wrap)?;
         if magic != 2 {
-            return Err(RecordError::at(
-                base_offset,
-                RecordErrorKind::UnsupportedMagic(magic),
-            ));
+            return Err(RecordError::at(base_offset, RecordErrorKind::UnsupportedMagic(magic)));
         }
         let crc = reader.u32("crc").map_err(wrap)?;
         let computed = crc32c::crc32c(reader.peek_rest());
         if computed != crc {
-            return Err(RecordError::at(
-                base_offset,
-                RecordErrorKind::CrcMismatch {
-                    expected: crc,
-                    computed,
-                },
-            ));
+            return Err(RecordError::at(base_offset, RecordErrorKind::CrcMismatch { expected: crc, computed }));
         }
         let attributes = reader.i16("attributes").map_err(wrap)?;
         let last_offset_delta = reader.i32("last offset delta").map_err(wrap)?;
         if last_offset_delta < 0 {
-            return Err(RecordError::at(
-                base_offset,
-                RecordErrorKind::NegativeLastOffsetDelta(last_offset_delta),
-            ));
+            return Err(RecordError::at(base_offset, RecordErrorKind::NegativeLastOffsetDelta(last_offset_delta)));
         }
         // Checked here once so that last_offset() and next_offset() cannot overflow later.
-        if base_offset
-            .checked_add(i64::from(last_offset_delta))
-            .and_then(|last| last.checked_add(1))
-            .is_none()
-        {
-            return Err(RecordError::at(
-                base_offset,
-                RecordErrorKind::OffsetOverflow,
-            ));
+        if base_offset.checked_add(i64::from(last_offset_delta)).and_then(|last| last.checked_add(1)).is_none() {
+            return Err(RecordError::at(base_offset, RecordErrorKind::OffsetOverflow));
         }
         let base_timestamp = reader.i64("base timestamp").map_err(wrap)?;
         let max_timestamp = reader.i64("max timestamp").map_err(wrap)?;
@@ -206,8 +174,7 @@ impl RecordBatch {
     /// `base_offset + last_offset_delta`: kept even when compaction removed the last records.
     pub fn last_offset(&self) -> i64 {
         // Cannot saturate for a decoded batch: decode() rejects an overflowing one.
-        self.base_offset
-            .saturating_add(i64::from(self.last_offset_delta))
+        self.base_offset.saturating_add(i64::from(self.last_offset_delta))
     }
 
     /// The offset after this batch: where the next fetch starts.
@@ -217,17 +184,8 @@ impl RecordBatch {
 
     /// The records, decompressed with `decompressor` if needed. Uncompressed records share the
     /// batch's allocation.
-    pub fn records(
-        &self,
-        decompressor: &mut Decompressor,
-        limits: &DecodeLimits,
-    ) -> Result<Records, RecordError> {
-        let data = decompressor.decompress(
-            self.compression(),
-            &self.records_data,
-            limits,
-            self.base_offset,
-        )?;
+    pub fn records(&self, decompressor: &mut Decompressor, limits: &DecodeLimits) -> Result<Records, RecordError> {
+        let data = decompressor.decompress(self.compression(), &self.records_data, limits, self.base_offset)?;
         self.check_records_count(data.len())?;
         Ok(Records {
             reader: Reader::new(data),
@@ -250,10 +208,7 @@ impl RecordBatch {
         } else {
             Err(RecordError::at(
                 self.base_offset,
-                RecordErrorKind::ImplausibleRecordCount {
-                    count: self.records_count,
-                    bytes,
-                },
+                RecordErrorKind::ImplausibleRecordCount { count: self.records_count, bytes },
             ))
         }
     }
@@ -271,10 +226,7 @@ pub struct RecordBatches {
 
 impl RecordBatches {
     pub fn new(records: Bytes) -> Self {
-        RecordBatches {
-            reader: Reader::new(records),
-            failed: false,
-        }
+        RecordBatches { reader: Reader::new(records), failed: false }
     }
 
     /// Bytes not yet walked (after the walk ends: the partial batch left over, if any).
@@ -287,17 +239,10 @@ impl RecordBatches {
             return Ok(None);
         }
         let mut peek = self.reader.clone();
-        let base_offset = peek
-            .i64("base offset")
-            .map_err(|e| RecordError::decode(None, e))?;
-        let batch_length = peek
-            .i32("batch length")
-            .map_err(|e| RecordError::decode(Some(base_offset), e))?;
+        let base_offset = peek.i64("base offset").map_err(|e| RecordError::decode(None, e))?;
+        let batch_length = peek.i32("batch length").map_err(|e| RecordError::decode(Some(base_offset), e))?;
         if batch_length < MIN_BATCH_LENGTH {
-            return Err(RecordError::at(
-                base_offset,
-                RecordErrorKind::BatchLengthTooSmall(batch_length),
-            ));
+            return Err(RecordError::at(base_offset, RecordErrorKind::BatchLengthTooSmall(batch_length)));
         }
         // batch_length is at least MIN_BATCH_LENGTH, so positive.
         let length = batch_length as usize;
@@ -383,20 +328,10 @@ impl Records {
             return Ok(None);
         }
         self.remaining -= 1;
-        let length = self
-            .reader
-            .varint("record length")
-            .map_err(|e| self.wrap(e))?;
-        let length = usize::try_from(length).map_err(|_| {
-            self.wrap(DecodeError::InvalidLength {
-                what: "record",
-                length: i64::from(length),
-            })
-        })?;
-        let mut record = self
-            .reader
-            .sub(length, "record")
-            .map_err(|e| self.wrap(e))?;
+        let length = self.reader.varint("record length").map_err(|e| self.wrap(e))?;
+        let length = usize::try_from(length)
+            .map_err(|_| self.wrap(DecodeError::InvalidLength { what: "record", length: i64::from(length) }))?;
+        let mut record = self.reader.sub(length, "record").map_err(|e| self.wrap(e))?;
         self.decode_record(&mut record)
             .map_err(|e| match e {
                 Step::Decode(e) => self.wrap(e),
@@ -413,11 +348,8 @@ impl Records {
         let key = nullable_varint_bytes(r, "record key")?;
         let value = nullable_varint_bytes(r, "record value")?;
         let header_count = r.varint("header count")?;
-        let header_count =
-            usize::try_from(header_count).map_err(|_| DecodeError::InvalidLength {
-                what: "header count",
-                length: i64::from(header_count),
-            })?;
+        let header_count = usize::try_from(header_count)
+            .map_err(|_| DecodeError::InvalidLength { what: "header count", length: i64::from(header_count) })?;
         // Each header takes at least two bytes (key length, value length): refuse a count the
         // record cannot hold before allocating for it.
         if header_count.saturating_mul(2) > r.remaining() {
@@ -430,11 +362,8 @@ impl Records {
         let mut headers = Vec::with_capacity(header_count);
         for _ in 0..header_count {
             let key_length = r.varint("header key length")?;
-            let key_length =
-                usize::try_from(key_length).map_err(|_| DecodeError::InvalidLength {
-                    what: "header key",
-                    length: i64::from(key_length),
-                })?;
+            let key_length = usize::try_from(key_length)
+                .map_err(|_| DecodeError::InvalidLength { what: "header key", length: i64::from(key_length) })?;
             let key = r.bytes(key_length, "header key")?;
             let value = nullable_varint_bytes(r, "header value")?;
             headers.push(Header { key, value });
@@ -451,14 +380,7 @@ impl Records {
                 .checked_add(timestamp_delta)
                 .ok_or(Step::Record(RecordErrorKind::TimestampOverflow))?,
         };
-        Ok(Record {
-            offset,
-            timestamp,
-            timestamp_type: self.timestamp_type,
-            key,
-            value,
-            headers,
-        })
+        Ok(Record { offset, timestamp, timestamp_type: self.timestamp_type, key, value, headers })
     }
 }
 
@@ -479,10 +401,7 @@ fn nullable_varint_bytes(r: &mut Reader, what: &'static str) -> Result<Option<By
     let length = r.varint(what)?;
     match length {
         -1 => Ok(None),
-        n if n < -1 => Err(DecodeError::InvalidLength {
-            what,
-            length: i64::from(n),
-        }),
+        n if n < -1 => Err(DecodeError::InvalidLength { what, length: i64::from(n) }),
         n => r.bytes(n as usize, what).map(Some),
     }
 }

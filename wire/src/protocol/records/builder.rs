@@ -6,15 +6,7 @@
 //!
 //! # References
 //! - `MemoryRecordsBuilder.java`, `DefaultRecordBatch.writeHeader`, `DefaultRecord.writeTo`.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::batch::{TimestampType, BATCH_HEADER_LEN, CRC_START, LOG_OVERHEAD};
 use super::compression::{compress, Compression};
@@ -182,11 +174,7 @@ impl RecordBatchBuilder {
     ) -> Result<(), RecordError> {
         // EndTransactionMarker value: i16 version 0, i32 coordinator epoch.
         let mut value = [0u8; 6];
-        for (slot, byte) in value
-            .iter_mut()
-            .skip(2)
-            .zip(coordinator_epoch.to_be_bytes())
-        {
+        for (slot, byte) in value.iter_mut().skip(2).zip(coordinator_epoch.to_be_bytes()) {
             *slot = byte;
         }
         self.push(timestamp, Some(&kind.key()), Some(&value), &[])
@@ -216,9 +204,7 @@ impl RecordBatchBuilder {
         if self.control {
             attributes |= 0x20;
         }
-        let mut w = Writer {
-            buf: std::mem::take(out),
-        };
+        let mut w = Writer { buf: std::mem::take(out) };
         w.i64(self.base_offset);
         w.i32(0); // length, patched below
         w.i32(self.partition_leader_epoch);

@@ -12,15 +12,7 @@
 //! - `CompressionType.java`, `KafkaLZ4BlockOutputStream.java` (independent blocks only),
 //!   xerial snappy-java `SnappyOutputStream` (magic, two version ints, length-prefixed blocks).
 //! - KIP-110 (zstd).
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use std::io::{BufRead, Cursor, Read, Write};
 
@@ -86,9 +78,7 @@ pub struct DecodeLimits {
 
 impl Default for DecodeLimits {
     fn default() -> Self {
-        DecodeLimits {
-            max_decompressed_batch_bytes: 64 * 1024 * 1024,
-        }
+        DecodeLimits { max_decompressed_batch_bytes: 64 * 1024 * 1024 }
     }
 }
 
@@ -122,9 +112,7 @@ pub struct Decompressor {
 
 impl std::fmt::Debug for Decompressor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Decompressor")
-            .field("size_hint", &self.size_hint)
-            .finish_non_exhaustive()
+        f.debug_struct("Decompressor").field("size_hint", &self.size_hint).finish_non_exhaustive()
     }
 }
 
@@ -146,10 +134,7 @@ impl Decompressor {
             return Ok(input.clone());
         }
         let limit = limits.max_decompressed_batch_bytes;
-        let mut out = OutputBuffer {
-            buf: self.take_buffer(limit),
-            limit,
-        };
+        let mut out = OutputBuffer { buf: self.take_buffer(limit), limit };
         let result = match compression {
             // Handled above, without touching the buffer.
             Compression::None => Ok(()),
@@ -169,10 +154,7 @@ impl Decompressor {
             Err(error) => {
                 // Keep the buffer for the next batch.
                 self.previous = Some(Bytes::from(out.buf));
-                Err(RecordError::at(
-                    base_offset,
-                    error.into_kind(compression, limit),
-                ))
+                Err(RecordError::at(base_offset, error.into_kind(compression, limit)))
             }
         }
     }
@@ -192,19 +174,14 @@ impl Decompressor {
         Vec::with_capacity(self.size_hint.min(limit))
     }
 
-    fn decompress_snappy(
-        &mut self,
-        input: &Bytes,
-        out: &mut OutputBuffer,
-    ) -> Result<(), CodecError> {
+    fn decompress_snappy(&mut self, input: &Bytes, out: &mut OutputBuffer) -> Result<(), CodecError> {
         if input.starts_with(XERIAL_MAGIC) {
             let mut reader = Reader::new(input.clone());
             reader.skip(XERIAL_MAGIC.len() + 8, "xerial snappy header")?;
             while !reader.is_empty() {
                 let length = reader.i32("xerial snappy block length")?;
-                let length = usize::try_from(length).map_err(|_| {
-                    CodecError::Message(format!("negative xerial block length {length}"))
-                })?;
+                let length = usize::try_from(length)
+                    .map_err(|_| CodecError::Message(format!("negative xerial block length {length}")))?;
                 let block = reader.bytes(length, "xerial snappy block")?;
                 self.snappy_block(&block, out)?;
             }
@@ -222,10 +199,7 @@ impl Decompressor {
         out.reserve(length)?;
         out.buf.resize(start.saturating_add(length), 0);
         let target = out.buf.get_mut(start..).unwrap_or_default();
-        let written = self
-            .snappy
-            .decompress(block, target)
-            .map_err(CodecError::from_display)?;
+        let written = self.snappy.decompress(block, target).map_err(CodecError::from_display)?;
         out.buf.truncate(start.saturating_add(written));
         Ok(())
     }
@@ -255,18 +229,11 @@ impl Decompressor {
         Ok(())
     }
 
-    fn decompress_zstd(
-        &mut self,
-        input: &Bytes,
-        out: &mut OutputBuffer,
-        limit: usize,
-    ) -> Result<(), CodecError> {
+    fn decompress_zstd(&mut self, input: &Bytes, out: &mut OutputBuffer, limit: usize) -> Result<(), CodecError> {
         use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
         use ruzstd::decoding::BlockDecodingStrategy;
 
-        let decoder = self
-            .zstd
-            .get_or_insert_with(ruzstd::decoding::FrameDecoder::new);
+        let decoder = self.zstd.get_or_insert_with(ruzstd::decoding::FrameDecoder::new);
         decoder.set_max_window_size(limit.max(MIN_ZSTD_WINDOW) as u64);
         let mut source: &[u8] = input;
         // A batch may hold several frames (zstd-jni reads concatenated frames); skippable frames
@@ -274,14 +241,10 @@ impl Decompressor {
         loop {
             match decoder.reset(&mut source) {
                 Ok(()) => {}
-                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
-                    length,
-                    ..
-                })) => {
+                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame { length, .. })) => {
                     let length = length as usize;
-                    source = source
-                        .get(length..)
-                        .ok_or_else(|| CodecError::Message("truncated skippable frame".into()))?;
+                    source =
+                        source.get(length..).ok_or_else(|| CodecError::Message("truncated skippable frame".into()))?;
                     if source.is_empty() {
                         return Ok(());
                     }
@@ -295,17 +258,14 @@ impl Decompressor {
                     .decode_blocks(&mut source, BlockDecodingStrategy::UptoBlocks(1))
                     .map_err(CodecError::from_display)?;
                 out.reserve(decoder.can_collect())?;
-                decoder
-                    .collect_to_writer(&mut out.buf)
-                    .map_err(CodecError::from_display)?;
+                decoder.collect_to_writer(&mut out.buf).map_err(CodecError::from_display)?;
                 if finished {
                     break;
                 }
             }
-            if let (Some(declared), Some(computed)) = (
-                decoder.get_checksum_from_data(),
-                decoder.get_calculated_checksum(),
-            ) {
+            if let (Some(declared), Some(computed)) =
+                (decoder.get_checksum_from_data(), decoder.get_calculated_checksum())
+            {
                 if declared != computed {
                     return Err(CodecError::Message(format!(
                         "zstd content checksum mismatch: declared {declared:#010x}, computed {computed:#010x}"
@@ -335,19 +295,12 @@ impl OutputBuffer {
     /// Makes room for `additional` more bytes, failing if that would pass the limit. Growth is
     /// exact (doubling, capped at the limit), so the allocation never exceeds the limit.
     fn reserve(&mut self, additional: usize) -> Result<(), CodecError> {
-        let needed = self
-            .buf
-            .len()
-            .checked_add(additional)
-            .ok_or(CodecError::TooLarge)?;
+        let needed = self.buf.len().checked_add(additional).ok_or(CodecError::TooLarge)?;
         if needed > self.limit {
             return Err(CodecError::TooLarge);
         }
         if needed > self.buf.capacity() {
-            let target = needed
-                .max(self.buf.capacity().saturating_mul(2))
-                .max(MIN_GROWTH)
-                .min(self.limit);
+            let target = needed.max(self.buf.capacity().saturating_mul(2)).max(MIN_GROWTH).min(self.limit);
             self.buf.reserve_exact(target - self.buf.len());
         }
         Ok(())
@@ -364,17 +317,9 @@ impl OutputBuffer {
                     let mut probe = [0u8; 1];
                     let more = read_retrying(reader, &mut probe)?;
                     self.buf.truncate(filled);
-                    return if more == 0 {
-                        Ok(())
-                    } else {
-                        Err(CodecError::TooLarge)
-                    };
+                    return if more == 0 { Ok(()) } else { Err(CodecError::TooLarge) };
                 }
-                let step = self
-                    .buf
-                    .capacity()
-                    .saturating_sub(self.buf.len())
-                    .max(MIN_GROWTH);
+                let step = self.buf.capacity().saturating_sub(self.buf.len()).max(MIN_GROWTH);
                 self.reserve(step.min(self.limit - self.buf.len()))?;
                 let capacity = self.buf.capacity().min(self.limit);
                 self.buf.resize(capacity, 0);
@@ -428,20 +373,8 @@ impl From<crate::protocol::codec::DecodeError> for CodecError {
 }
 
 /// Compresses a batch's records section with `compression`, appending to `out`.
-pub(crate) fn compress(
-    compression: Compression,
-    input: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<(), RecordError> {
-    let fail = |message: String| {
-        RecordError::new(
-            None,
-            RecordErrorKind::Compression {
-                codec: compression,
-                message,
-            },
-        )
-    };
+pub(crate) fn compress(compression: Compression, input: &[u8], out: &mut Vec<u8>) -> Result<(), RecordError> {
+    let fail = |message: String| RecordError::new(None, RecordErrorKind::Compression { codec: compression, message });
     match compression {
         Compression::None => out.extend_from_slice(input),
         Compression::Gzip => {
@@ -457,9 +390,7 @@ pub(crate) fn compress(
             out.extend_from_slice(&1i32.to_be_bytes());
             let mut encoder = snap::raw::Encoder::new();
             for block in input.chunks(XERIAL_BLOCK) {
-                let compressed = encoder
-                    .compress_vec(block)
-                    .map_err(|e| fail(e.to_string()))?;
+                let compressed = encoder.compress_vec(block).map_err(|e| fail(e.to_string()))?;
                 let length = i32::try_from(compressed.len()).map_err(|e| fail(e.to_string()))?;
                 out.extend_from_slice(&length.to_be_bytes());
                 out.extend_from_slice(&compressed);
@@ -481,12 +412,7 @@ pub(crate) fn compress(
             // ruzstd's encoder only implements "Fastest" (about zstd level 1).
             ruzstd::encoding::compress(input, out, ruzstd::encoding::CompressionLevel::Fastest);
         }
-        Compression::Unknown(id) => {
-            return Err(RecordError::new(
-                None,
-                RecordErrorKind::UnknownCompression(id),
-            ))
-        }
+        Compression::Unknown(id) => return Err(RecordError::new(None, RecordErrorKind::UnknownCompression(id))),
     }
     Ok(())
 }

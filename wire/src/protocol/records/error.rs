@@ -54,18 +54,12 @@ impl RecordError {
 
     /// An error in the batch at `base_offset`.
     pub(crate) fn at(base_offset: i64, kind: RecordErrorKind) -> Self {
-        RecordError {
-            base_offset: Some(base_offset),
-            kind,
-        }
+        RecordError { base_offset: Some(base_offset), kind }
     }
 
     /// A reader error in the batch at `base_offset`.
     pub(crate) fn decode(base_offset: Option<i64>, error: DecodeError) -> Self {
-        RecordError {
-            base_offset,
-            kind: RecordErrorKind::Decode(error),
-        }
+        RecordError { base_offset, kind: RecordErrorKind::Decode(error) }
     }
 
     /// The base offset of the batch the error is in, when known.

@@ -16,15 +16,7 @@
 //! # References
 //! - KIP-98 (transactions), `CompletedFetch.java`, `ControlRecordType.java`,
 //!   `EndTransactionMarker.java`.
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -113,10 +105,7 @@ pub fn decode_partition(
 ) -> Result<PartitionRecords, RecordError> {
     let read_committed = isolation == IsolationLevel::ReadCommitted;
     let mut aborted: BinaryHeap<Reverse<(i64, i64)>> = if read_committed {
-        aborted_transactions
-            .iter()
-            .map(|t| Reverse((t.first_offset, t.producer_id)))
-            .collect()
+        aborted_transactions.iter().map(|t| Reverse((t.first_offset, t.producer_id))).collect()
     } else {
         BinaryHeap::new()
     };

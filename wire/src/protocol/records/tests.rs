@@ -7,13 +7,8 @@ use proptest::prelude::*;
 use super::batch::{CRC_START, MIN_BATCH_LENGTH};
 use super::*;
 
-const ALL_CODECS: [Compression; 5] = [
-    Compression::None,
-    Compression::Gzip,
-    Compression::Snappy,
-    Compression::Lz4,
-    Compression::Zstd,
-];
+const ALL_CODECS: [Compression; 5] =
+    [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd];
 
 /// A bitwise CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), independent of the crate the
 /// code uses, for the golden test.
@@ -22,11 +17,7 @@ fn reference_crc32c(data: &[u8]) -> u32 {
     for &byte in data {
         crc ^= u32::from(byte);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
         }
     }
     !crc
@@ -73,9 +64,7 @@ fn raw_batch(base_offset: i64, attributes: i16, count: i32, payload: &[u8]) -> V
 fn simple_batch(base_offset: i64, values: &[&str]) -> Vec<u8> {
     let mut builder = RecordBatchBuilder::new(Compression::None).base_offset(base_offset);
     for (i, value) in values.iter().enumerate() {
-        builder
-            .push(1_000 + i as i64, None, Some(value.as_bytes()), &[])
-            .unwrap();
+        builder.push(1_000 + i as i64, None, Some(value.as_bytes()), &[]).unwrap();
     }
     builder.build().unwrap()
 }
@@ -131,10 +120,7 @@ fn golden_single_record_batch() {
     builder.push(1_000, None, Some(b"a"), &[]).unwrap();
     assert_eq!(builder.build().unwrap(), expected);
 
-    let batch = RecordBatches::new(Bytes::from(expected.clone()))
-        .next()
-        .unwrap()
-        .unwrap();
+    let batch = RecordBatches::new(Bytes::from(expected.clone())).next().unwrap().unwrap();
     assert_eq!(batch.crc, crc);
     assert_eq!(batch.batch_length, 57);
     assert_eq!(batch.last_offset(), 0);
@@ -158,9 +144,7 @@ fn golden_single_record_batch() {
 #[test]
 fn uncompressed_records_share_the_response_allocation() {
     let mut builder = RecordBatchBuilder::new(Compression::None);
-    builder
-        .push(5, Some(b"key"), Some(b"value"), &[(b"h", Some(b"v"))])
-        .unwrap();
+    builder.push(5, Some(b"key"), Some(b"value"), &[(b"h", Some(b"v"))]).unwrap();
     let bytes = Bytes::from(builder.build().unwrap());
     let range = bytes.as_ptr() as usize..bytes.as_ptr() as usize + bytes.len();
     let decoded = decode_all(bytes.clone()).unwrap();
@@ -171,10 +155,7 @@ fn uncompressed_records_share_the_response_allocation() {
         &record.headers[0].key,
         record.headers[0].value.as_ref().unwrap(),
     ] {
-        assert!(
-            range.contains(&(slice.as_ptr() as usize)),
-            "slice copied out of the response"
-        );
+        assert!(range.contains(&(slice.as_ptr() as usize)), "slice copied out of the response");
     }
 }
 
@@ -185,9 +166,7 @@ fn null_and_empty_are_distinct_and_duplicate_headers_kept() {
     builder.push(0, Some(b""), None, headers).unwrap();
     builder.push(0, None, Some(b""), &[]).unwrap();
     let decoded = decode_all(Bytes::from(builder.build().unwrap())).unwrap();
-    let [first, second] = &decoded.records[..] else {
-        panic!("two records")
-    };
+    let [first, second] = &decoded.records[..] else { panic!("two records") };
     assert_eq!(first.key.as_deref(), Some(&b""[..]));
     assert_eq!(first.value, None);
     assert_eq!(second.key, None);
@@ -199,9 +178,7 @@ fn null_and_empty_are_distinct_and_duplicate_headers_kept() {
 
 #[test]
 fn log_append_time_gives_every_record_the_max_timestamp() {
-    let mut builder = RecordBatchBuilder::new(Compression::Lz4)
-        .base_offset(10)
-        .log_append_time(99_999);
+    let mut builder = RecordBatchBuilder::new(Compression::Lz4).base_offset(10).log_append_time(99_999);
     builder.push(1, None, Some(b"x"), &[]).unwrap();
     builder.push(7, None, Some(b"y"), &[]).unwrap();
     let bytes = Bytes::from(builder.build().unwrap());
@@ -213,10 +190,7 @@ fn log_append_time_gives_every_record_the_max_timestamp() {
         assert_eq!(record.timestamp, 99_999);
         assert_eq!(record.timestamp_type, TimestampType::LogAppendTime);
     }
-    assert_eq!(
-        decoded.records.iter().map(|r| r.offset).collect::<Vec<_>>(),
-        vec![10, 11]
-    );
+    assert_eq!(decoded.records.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![10, 11]);
 }
 
 #[test]
@@ -227,23 +201,9 @@ fn create_time_uses_deltas_and_max_timestamp_is_the_largest() {
     }
     let bytes = Bytes::from(builder.build().unwrap());
     let batch = RecordBatches::new(bytes.clone()).next().unwrap().unwrap();
-    assert_eq!(
-        (
-            batch.base_timestamp,
-            batch.max_timestamp,
-            batch.last_offset_delta
-        ),
-        (500, 900, 3)
-    );
+    assert_eq!((batch.base_timestamp, batch.max_timestamp, batch.last_offset_delta), (500, 900, 3));
     let decoded = decode_all(bytes).unwrap();
-    assert_eq!(
-        decoded
-            .records
-            .iter()
-            .map(|r| r.timestamp)
-            .collect::<Vec<_>>(),
-        vec![500, 100, 900, 300]
-    );
+    assert_eq!(decoded.records.iter().map(|r| r.timestamp).collect::<Vec<_>>(), vec![500, 100, 900, 300]);
 }
 
 #[test]
@@ -260,10 +220,7 @@ fn a_partial_tail_batch_is_dropped_quietly() {
     }
     let mut whole = first;
     whole.extend_from_slice(&second);
-    assert_eq!(
-        values(&decode_all(Bytes::from(whole)).unwrap()),
-        vec!["a", "b", "c"]
-    );
+    assert_eq!(values(&decode_all(Bytes::from(whole)).unwrap()), vec!["a", "b", "c"]);
     // Only a partial batch: nothing, and no position.
     let decoded = decode_all(Bytes::from(second[..30].to_vec())).unwrap();
     assert_eq!((decoded.records.len(), decoded.next_offset), (0, None));
@@ -278,12 +235,7 @@ fn a_corrupted_byte_is_a_crc_error_naming_the_offset() {
         let error = decode_all(Bytes::from(bytes)).unwrap_err();
         assert!(error.is_corrupt(), "byte {at}: {error}");
         assert_eq!(error.base_offset(), Some(42));
-        assert!(
-            error
-                .to_string()
-                .starts_with("CRC mismatch in batch at offset 42: expected 0x"),
-            "{error}"
-        );
+        assert!(error.to_string().starts_with("CRC mismatch in batch at offset 42: expected 0x"), "{error}");
     }
 }
 
@@ -293,16 +245,7 @@ fn absurd_records_count_is_an_error_not_an_abort() {
     bytes[57..61].copy_from_slice(&i32::MAX.to_be_bytes());
     fix_crc(&mut bytes);
     let error = decode_all(Bytes::from(bytes.clone())).unwrap_err();
-    assert!(
-        matches!(
-            error.kind(),
-            RecordErrorKind::ImplausibleRecordCount {
-                count: i32::MAX,
-                ..
-            }
-        ),
-        "{error}"
-    );
+    assert!(matches!(error.kind(), RecordErrorKind::ImplausibleRecordCount { count: i32::MAX, .. }), "{error}");
     // The same for a compressed batch (checked after decompression).
     let mut builder = RecordBatchBuilder::new(Compression::Gzip);
     builder.push(0, None, Some(b"a"), &[]).unwrap();
@@ -332,25 +275,16 @@ fn bad_magic_short_length_and_unknown_codec_are_errors() {
     let mut bytes = simple_batch(7, &["a"]);
     bytes[16] = 1;
     let error = decode_all(Bytes::from(bytes)).unwrap_err();
-    assert!(
-        matches!(error.kind(), RecordErrorKind::UnsupportedMagic(1)),
-        "{error}"
-    );
+    assert!(matches!(error.kind(), RecordErrorKind::UnsupportedMagic(1)), "{error}");
 
     let mut bytes = simple_batch(7, &["a"]);
     bytes[8..12].copy_from_slice(&(MIN_BATCH_LENGTH - 1).to_be_bytes());
     let error = decode_all(Bytes::from(bytes)).unwrap_err();
-    assert!(
-        matches!(error.kind(), RecordErrorKind::BatchLengthTooSmall(48)),
-        "{error}"
-    );
+    assert!(matches!(error.kind(), RecordErrorKind::BatchLengthTooSmall(48)), "{error}");
 
     let bytes = raw_batch(42, 6, 1, &[0; 16]);
     let error = decode_all(Bytes::from(bytes)).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "unknown compression codec 6 in batch at offset 42"
-    );
+    assert_eq!(error.to_string(), "unknown compression codec 6 in batch at offset 42");
 }
 
 #[test]
@@ -359,10 +293,7 @@ fn overflowing_offsets_are_errors() {
     builder.push(0, None, None, &[]).unwrap();
     builder.push(0, None, None, &[]).unwrap();
     let error = decode_all(Bytes::from(builder.build().unwrap())).unwrap_err();
-    assert!(
-        matches!(error.kind(), RecordErrorKind::OffsetOverflow),
-        "{error}"
-    );
+    assert!(matches!(error.kind(), RecordErrorKind::OffsetOverflow), "{error}");
 }
 
 fn bomb_batch(compression: Compression, size: usize) -> Vec<u8> {
@@ -374,9 +305,7 @@ fn bomb_batch(compression: Compression, size: usize) -> Vec<u8> {
 
 #[test]
 fn decompression_bombs_stop_at_the_limit() {
-    let limits = DecodeLimits {
-        max_decompressed_batch_bytes: 1024 * 1024,
-    };
+    let limits = DecodeLimits { max_decompressed_batch_bytes: 1024 * 1024 };
     for (compression, size) in [
         (Compression::Gzip, 100 << 20),
         (Compression::Zstd, 100 << 20),
@@ -386,15 +315,8 @@ fn decompression_bombs_stop_at_the_limit() {
         let bytes = Bytes::from(bomb_batch(compression, size));
         assert!(bytes.len() < size / 20, "{compression:?} did not compress");
         let mut decompressor = Decompressor::new();
-        let error = decode_partition(
-            bytes,
-            0,
-            IsolationLevel::ReadUncommitted,
-            &[],
-            &mut decompressor,
-            &limits,
-        )
-        .unwrap_err();
+        let error =
+            decode_partition(bytes, 0, IsolationLevel::ReadUncommitted, &[], &mut decompressor, &limits).unwrap_err();
         assert!(error.is_too_large(), "{compression:?}: {error}");
         assert_eq!(
             error.to_string(),
@@ -410,9 +332,7 @@ fn raw_snappy_without_xerial_framing_decodes() {
     let mut builder = RecordBatchBuilder::new(Compression::None);
     builder.push(0, Some(b"k"), Some(b"v"), &[]).unwrap();
     let plain = builder.build().unwrap();
-    let compressed = snap::raw::Encoder::new()
-        .compress_vec(&plain[61..])
-        .unwrap();
+    let compressed = snap::raw::Encoder::new().compress_vec(&plain[61..]).unwrap();
     let bytes = raw_batch(0, 2, 1, &compressed);
     let decoded = decode_all(Bytes::from(bytes)).unwrap();
     assert_eq!(decoded.records[0].value.as_deref(), Some(&b"v"[..]));
@@ -432,11 +352,7 @@ fn records_below_the_fetch_offset_are_skipped() {
             &DecodeLimits::default(),
         )
         .unwrap();
-        assert_eq!(
-            values(&decoded).concat(),
-            expected,
-            "fetch offset {fetch_offset}"
-        );
+        assert_eq!(values(&decoded).concat(), expected, "fetch offset {fetch_offset}");
         assert_eq!(decoded.next_offset, Some(5));
     }
 }
@@ -452,15 +368,8 @@ fn a_decompressor_is_reused_across_batches_and_codecs() {
         let value = vec![round as u8; 100_000 + round];
         builder.push(0, None, Some(&value), &[]).unwrap();
         let bytes = Bytes::from(builder.build().unwrap());
-        let decoded = decode_partition(
-            bytes,
-            0,
-            IsolationLevel::ReadUncommitted,
-            &[],
-            &mut decompressor,
-            &limits,
-        )
-        .unwrap();
+        let decoded =
+            decode_partition(bytes, 0, IsolationLevel::ReadUncommitted, &[], &mut decompressor, &limits).unwrap();
         assert_eq!(decoded.records[0].value.as_deref(), Some(&value[..]));
         // Keep some outputs alive so both the reuse and the fresh-buffer paths run.
         if round % 3 == 0 {
@@ -469,10 +378,7 @@ fn a_decompressor_is_reused_across_batches_and_codecs() {
     }
     for (i, decoded) in kept.iter().enumerate() {
         let round = i * 3;
-        assert_eq!(
-            decoded.records[0].value.as_deref(),
-            Some(&vec![round as u8; 100_000 + round][..])
-        );
+        assert_eq!(decoded.records[0].value.as_deref(), Some(&vec![round as u8; 100_000 + round][..]));
     }
 }
 
@@ -529,10 +435,7 @@ fn aborted_transaction_skipped_committed_kept() {
         marker(4, 1, Commit),
         simple_batch(5, &["plain"]),
     ]);
-    let aborted = [AbortedTransaction {
-        producer_id: 1,
-        first_offset: 0,
-    }];
+    let aborted = [AbortedTransaction { producer_id: 1, first_offset: 0 }];
     let decoded = committed(bytes.clone(), 0, &aborted);
     assert_eq!(values(&decoded), vec!["c1", "plain"]);
     assert_eq!(decoded.aborted_batches_skipped, 1);
@@ -556,10 +459,7 @@ fn interleaved_producers() {
         txn_batch(5, 2, &["p2-c"]),
         marker(6, 2, Commit),
     ]);
-    let aborted = [AbortedTransaction {
-        producer_id: 1,
-        first_offset: 0,
-    }];
+    let aborted = [AbortedTransaction { producer_id: 1, first_offset: 0 }];
     let decoded = committed(bytes, 0, &aborted);
     assert_eq!(values(&decoded), vec!["p2-a", "p2-b", "p2-c"]);
     assert_eq!(decoded.aborted_batches_skipped, 2);
@@ -571,16 +471,9 @@ fn interleaved_producers() {
 fn an_abort_marker_removes_the_producer_from_the_aborted_set() {
     use ControlRecordType::{Abort, Commit};
     // Producer 1 aborts a transaction, then commits the next one: the second must be kept.
-    let bytes = concat(&[
-        txn_batch(0, 1, &["aborted"]),
-        marker(1, 1, Abort),
-        txn_batch(2, 1, &["kept"]),
-        marker(3, 1, Commit),
-    ]);
-    let aborted = [AbortedTransaction {
-        producer_id: 1,
-        first_offset: 0,
-    }];
+    let bytes =
+        concat(&[txn_batch(0, 1, &["aborted"]), marker(1, 1, Abort), txn_batch(2, 1, &["kept"]), marker(3, 1, Commit)]);
+    let aborted = [AbortedTransaction { producer_id: 1, first_offset: 0 }];
     assert_eq!(values(&committed(bytes, 0, &aborted)), vec!["kept"]);
 }
 
@@ -593,10 +486,7 @@ fn an_aborted_transaction_starting_later_does_not_touch_earlier_batches() {
         txn_batch(2, 1, &["aborted"]),
         marker(3, 1, Abort),
     ]);
-    let aborted = [AbortedTransaction {
-        producer_id: 1,
-        first_offset: 2,
-    }];
+    let aborted = [AbortedTransaction { producer_id: 1, first_offset: 2 }];
     let decoded = committed(bytes, 0, &aborted);
     assert_eq!(values(&decoded), vec!["open-then-committed"]);
     assert_eq!(decoded.next_offset, Some(4));
@@ -605,20 +495,13 @@ fn an_aborted_transaction_starting_later_does_not_touch_earlier_batches() {
 
 #[test]
 fn ending_in_a_control_batch_moves_past_the_marker() {
-    let bytes = concat(&[
-        txn_batch(10, 3, &["x", "y"]),
-        marker(12, 3, ControlRecordType::Commit),
-    ]);
+    let bytes = concat(&[txn_batch(10, 3, &["x", "y"]), marker(12, 3, ControlRecordType::Commit)]);
     let decoded = committed(bytes.clone(), 10, &[]);
     assert_eq!(values(&decoded), vec!["x", "y"]);
     assert_eq!(decoded.next_offset, Some(13));
     assert!(decoded.last_batch_was_control);
     // A fetch that returns only the marker: no records, but the position moves past it.
-    let decoded = committed(
-        Bytes::from(marker(12, 3, ControlRecordType::Commit)),
-        12,
-        &[],
-    );
+    let decoded = committed(Bytes::from(marker(12, 3, ControlRecordType::Commit)), 12, &[]);
     assert!(decoded.records.is_empty());
     assert_eq!(decoded.next_offset, Some(13));
     assert!(decoded.last_batch_was_control);
@@ -631,32 +514,18 @@ fn ending_in_a_control_batch_moves_past_the_marker() {
 #[test]
 fn non_transactional_batches_of_an_aborted_producer_are_kept() {
     // Only transactional batches are skipped (Java isBatchAborted).
-    let mut builder = RecordBatchBuilder::new(Compression::None)
-        .base_offset(0)
-        .producer(1, 0, 0);
+    let mut builder = RecordBatchBuilder::new(Compression::None).base_offset(0).producer(1, 0, 0);
     builder.push(0, None, Some(b"idempotent"), &[]).unwrap();
     let bytes = Bytes::from(builder.build().unwrap());
-    let aborted = [AbortedTransaction {
-        producer_id: 1,
-        first_offset: 0,
-    }];
+    let aborted = [AbortedTransaction { producer_id: 1, first_offset: 0 }];
     assert_eq!(values(&committed(bytes, 0, &aborted)), vec!["idempotent"]);
 }
 
 #[test]
 fn control_record_keys_parse() {
-    assert_eq!(
-        ControlRecordType::from_key(&[0, 0, 0, 0]),
-        Some(ControlRecordType::Abort)
-    );
-    assert_eq!(
-        ControlRecordType::from_key(&[0, 0, 0, 1]),
-        Some(ControlRecordType::Commit)
-    );
-    assert_eq!(
-        ControlRecordType::from_key(&[0, 1, 0, 7]),
-        Some(ControlRecordType::Unknown(7))
-    );
+    assert_eq!(ControlRecordType::from_key(&[0, 0, 0, 0]), Some(ControlRecordType::Abort));
+    assert_eq!(ControlRecordType::from_key(&[0, 0, 0, 1]), Some(ControlRecordType::Commit));
+    assert_eq!(ControlRecordType::from_key(&[0, 1, 0, 7]), Some(ControlRecordType::Unknown(7)));
     assert_eq!(ControlRecordType::from_key(&[0, 0, 0]), None);
     assert_eq!(ControlRecordType::from_key(&[0xff, 0xff, 0, 0]), None);
 }
@@ -669,16 +538,8 @@ type TestRecord = (i64, Option<Vec<u8>>, Option<Vec<u8>>, Vec<TestHeader>);
 fn test_record() -> impl Strategy<Value = TestRecord> {
     let bytes = || proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40));
     // Header keys from a small set so duplicates are common.
-    let header = (
-        prop_oneof![Just(b"a".to_vec()), Just(b"b".to_vec()), Just(Vec::new())],
-        bytes(),
-    );
-    (
-        -1_000_000i64..1_000_000,
-        bytes(),
-        bytes(),
-        proptest::collection::vec(header, 0..4),
-    )
+    let header = (prop_oneof![Just(b"a".to_vec()), Just(b"b".to_vec()), Just(Vec::new())], bytes());
+    (-1_000_000i64..1_000_000, bytes(), bytes(), proptest::collection::vec(header, 0..4))
 }
 
 fn codec() -> impl Strategy<Value = Compression> {
@@ -771,11 +632,7 @@ fn lz4_frames_use_independent_64k_blocks_as_the_java_client_expects() {
     builder.push(0, None, Some(&[7u8; 200_000]), &[]).unwrap();
     let bytes = builder.build().unwrap();
     let frame = &bytes[61..];
-    assert_eq!(
-        &frame[..4],
-        &0x184D_2204u32.to_le_bytes(),
-        "lz4 frame magic"
-    );
+    assert_eq!(&frame[..4], &0x184D_2204u32.to_le_bytes(), "lz4 frame magic");
     let flg = frame[4];
     assert_eq!(flg >> 6, 0b01, "frame version 01");
     assert_ne!(flg & 0x20, 0, "block independence flag");
