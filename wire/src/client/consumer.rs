@@ -48,6 +48,12 @@ impl Consumer {
         self.state.assign(topic_partition, offset);
     }
 
+    /// Requires `topic_partition` to keep `topic_id`; a recreated topic then fails `poll` with
+    /// [`ClientError::TopicRecreated`] instead of reading the new topic's offsets.
+    pub fn pin_topic_id(&mut self, topic_partition: &TopicPartition, topic_id: crate::protocol::messages::TopicId) {
+        self.state.pin_topic_id(topic_partition, topic_id);
+    }
+
     /// Stops fetching a partition; a response already in flight for it is dropped.
     pub fn unassign(&mut self, topic_partition: &TopicPartition) {
         self.state.unassign(topic_partition);
@@ -122,7 +128,18 @@ impl Consumer {
         let mut topics: Vec<String> = self.state.assigned().map(|(tp, _)| tp.topic.clone()).collect();
         topics.sort();
         topics.dedup();
-        self.client.refresh_metadata(Some(&topics)).await.map(|_| ())
+        let metadata = self.client.refresh_metadata(Some(&topics)).await?;
+        // A deleted topic would otherwise look like a leaderless partition until retries run out.
+        for topic in &topics {
+            let gone = metadata.topic(topic).is_none_or(|info| {
+                info.error_code == crate::protocol::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                    || info.error_code == crate::protocol::ErrorCode::UNKNOWN_TOPIC_ID
+            });
+            if gone {
+                return Err(ClientError::UnknownTopic { topic: topic.clone() });
+            }
+        }
+        Ok(())
     }
 
     /// Sends a fetch to every leader that has none in flight.
@@ -130,6 +147,12 @@ impl Consumer {
         let metadata = self.client.metadata();
         let in_flight = &self.in_flight;
         let (plans, missing_leader) = self.state.plan(&metadata, &|leader| in_flight.contains_key(&leader));
+        if let Some((tp, old, new)) = self.state.take_recreated().into_iter().next() {
+            for planned in plans {
+                self.state.handle_failure(&planned);
+            }
+            return Err(ClientError::TopicRecreated { topic: tp.topic, old_id: old.to_string(), new_id: new.to_string() });
+        }
         for planned in plans {
             let connection = match self.client.connection_to(planned.leader).await {
                 Ok(connection) => connection,

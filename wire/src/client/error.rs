@@ -30,6 +30,9 @@ pub enum ClientError {
     /// The leader's log diverged from what this client read (an unclean leader change
     /// truncated it): records from `end_offset` on that this client may have read are gone.
     LogTruncated { topic: String, partition: i32, position: i64, end_offset: i64 },
+    /// The topic was deleted and created again under the same name: offsets read before mean
+    /// nothing in the new topic.
+    TopicRecreated { topic: String, old_id: String, new_id: String },
     /// Retries ran out.
     RetriesExhausted { what: String, last: Box<ClientError> },
     /// A caller error (bad argument).
@@ -120,6 +123,11 @@ impl std::fmt::Display for ClientError {
                 "{topic}-{partition}: the log was truncated at offset {end_offset} (an unclean leader \
                  change) while this client was at offset {position}; records in [{end_offset}, {position}) \
                  that were read may no longer exist"
+            ),
+            ClientError::TopicRecreated { topic, old_id, new_id } => write!(
+                f,
+                "topic {topic} was recreated (topic id changed from {old_id} to {new_id}); positions read \
+                 from the old topic cannot be used in the new one"
             ),
             ClientError::RetriesExhausted { what, last } => write!(f, "{what} failed after retries: {last}"),
             ClientError::InvalidArgument { message } => write!(f, "{message}"),

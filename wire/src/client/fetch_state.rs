@@ -94,6 +94,10 @@ pub struct FetchOutcome {
 
 struct PartitionState {
     position: i64,
+    /// The topic id this partition was first planned with. A different id later means the
+    /// topic was deleted and recreated: its offsets mean something else now, so the partition
+    /// is not fetched again and the driver raises [`ClientError::TopicRecreated`].
+    topic_id: Option<TopicId>,
     /// Leader epoch of the last batch read, sent as LastFetchedEpoch (-1 before any).
     last_fetched_epoch: i32,
     in_flight: bool,
@@ -107,23 +111,27 @@ pub struct FetchState {
     /// Rotates the order of partitions in requests so that a partition at the end of a full
     /// response is not starved (KIP-74 fills responses in request order).
     rotation: usize,
+    /// Partitions whose topic id changed, found by the last plan.
+    recreated: Vec<(TopicPartition, TopicId, TopicId)>,
 }
 
 impl FetchState {
     pub fn new(limits: FetchLimits) -> Self {
-        FetchState { limits, partitions: BTreeMap::new(), rotation: 0 }
+        FetchState { limits, partitions: BTreeMap::new(), rotation: 0, recreated: Vec::new() }
     }
 
     pub fn limits(&self) -> &FetchLimits {
         &self.limits
     }
 
-    /// Starts (or restarts) fetching a partition at `offset`.
+    /// Starts (or restarts) fetching a partition at `offset`. A restart keeps the pinned topic id.
     pub fn assign(&mut self, topic_partition: TopicPartition, offset: i64) {
+        let topic_id = self.partitions.get(&topic_partition).and_then(|state| state.topic_id);
         self.partitions.insert(
             topic_partition,
             PartitionState {
                 position: offset,
+                topic_id,
                 last_fetched_epoch: -1,
                 in_flight: false,
                 decompressor: Decompressor::default(),
@@ -147,15 +155,39 @@ impl FetchState {
         self.partitions.is_empty()
     }
 
+    /// Pins the topic id a partition must keep (for example the id its checkpoint was taken
+    /// under). Without a pin, the id of the first plan is pinned.
+    pub fn pin_topic_id(&mut self, topic_partition: &TopicPartition, topic_id: TopicId) {
+        if let Some(state) = self.partitions.get_mut(topic_partition) {
+            state.topic_id = Some(topic_id);
+        }
+    }
+
+    /// Partitions whose topic was recreated (pinned id, id now in metadata), found by
+    /// [`FetchState::plan`]; they are no longer planned.
+    pub fn take_recreated(&mut self) -> Vec<(TopicPartition, TopicId, TopicId)> {
+        std::mem::take(&mut self.recreated)
+    }
+
     /// One fetch per leader for the partitions not in flight, skipping leaders in `busy` (they
     /// already have a fetch outstanding). Partitions without a known leader are left out and
     /// reported through the returned flag, so the driver refreshes metadata.
     pub fn plan(&mut self, metadata: &ClusterMetadata, busy: &dyn Fn(i32) -> bool) -> (Vec<PlannedFetch>, bool) {
         let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         let mut missing_leader = false;
-        for (tp, state) in &self.partitions {
+        for (tp, state) in &mut self.partitions {
             if state.in_flight {
                 continue;
+            }
+            if let Some(current) = metadata.topic(&tp.topic).map(|topic| topic.topic_id).filter(|id| !id.is_zero()) {
+                match state.topic_id {
+                    None => state.topic_id = Some(current),
+                    Some(pinned) if pinned != current => {
+                        self.recreated.push((tp.clone(), pinned, current));
+                        continue;
+                    }
+                    Some(_) => {}
+                }
             }
             match metadata.leader(tp) {
                 Some(leader) if !busy(leader) => by_leader.entry(leader).or_default().push(tp.clone()),
