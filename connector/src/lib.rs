@@ -1,8 +1,9 @@
 #![forbid(unsafe_code)]
-//! The Sluice connector. Bounded and continuous reads, checkpoints and the embedded destination
-//! arrive with the connector issue; this crate is the place they go.
+//! The Sluice connector: topics are resources, partitions are ordered domains with certified
+//! next-offset checkpoints, and output goes to an embedded destination exactly once.
 //!
-//! The pure (no network) parts:
+//! * [`read`]: the read loop (bounded and continuous), on the `sluice-wire` client.
+//! * [`cli`]: the `sluice` command line's parsing and output.
 //!
 //! * [`config`]: the JSON configuration file, validated, with secrets redacted.
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.
@@ -11,7 +12,9 @@
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
 
 pub mod checkpoint;
+pub mod cli;
 pub mod config;
 pub mod destination;
 pub mod json;
+pub mod read;
 pub mod rows;

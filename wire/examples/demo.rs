@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let records: Vec<ProduceRecord> = (0..200)
                 .map(|i| {
                     let value = format!(
-                        r#"{{"order_id":{},"partition":{partition},"codec":"{codec:?}","amount":{}.{:02}}}"#,
+                        r#"{{"order_id":{},"region":"eu-{partition}","codec":"{codec:?}","amount":{}.{:02}}}"#,
                         round * 200 + i,
                         i * 7 % 100,
                         i % 100

@@ -1,0 +1,603 @@
+//! The read loop: topics are resources, partitions are ordered domains, and every epoch is
+//! written to the destination before its checkpoint is certified.
+//!
+//! # A run, step by step
+//!
+//! 1. Connect, load metadata, and refuse a cluster without a cluster id or a topic without a
+//!    topic id: the incarnation (connection id + cluster id + topic id) guards every checkpoint.
+//! 2. Per topic, `begin_run` on the destination (which refuses checkpoints of another
+//!    incarnation and cleans up what a crash left), then decide where each partition starts:
+//!    - bounded: the window `[log start offset, last stable offset)` captured now, before any
+//!      record is read; partitions added later are outside it;
+//!    - continuous: the certified position, else `start_position` (earliest or latest). A
+//!      position below the log start offset fails, naming the lost range; it is never reset.
+//! 3. Certify every partition's initial frontier (idle ones too) before reading anything.
+//! 4. Fetch (read_committed, always), turn records into rows, and cut epochs per partition:
+//!    bounded at the window end (and by the epoch size limits, to bound memory); continuous by
+//!    records, bytes or time. Each epoch is written (temp file, fsync, rename) and only then
+//!    certified with `next_offset` = the fetch position after it (gaps from compaction and
+//!    transaction markers included).
+//! 5. Bounded runs finish when every partition reached its window end; continuous runs when
+//!    asked to stop (SIGINT/SIGTERM), after writing and certifying the epoch in progress.
+//!
+//! A row that does not fit the schema fails the run before its epoch is certified (or, with
+//! `on_malformed: dead_letter`, is set aside in the epoch's dead-letter file). Retention loss,
+//! topic recreation and partition changes fail the run with a message naming what happened.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_wire::client::{ClientError, ClusterMetadata, TopicInfo};
+use sluice_wire::protocol::records::TimestampType as WireTimestampType;
+use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, IsolationLevel, OffsetSpec, TopicPartition};
+
+use crate::checkpoint::{Incarnation, NextOffset};
+use crate::config::{Config, OnMalformed, StartPosition};
+use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
+use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, Row, RowDecoder, RowError, TimestampType};
+
+/// Bounded or continuous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMode {
+    Bounded,
+    Continuous,
+}
+
+/// What `sluice read` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    pub mode: ReadMode,
+    /// Overrides the configured topics.
+    pub topics: Option<Vec<String>>,
+    pub write_policy: WritePolicy,
+    pub destination: PathBuf,
+}
+
+/// Progress of one partition, for progress bars and summaries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartitionProgress {
+    /// The certified position.
+    pub position: i64,
+    /// The bounded window's end; `None` in continuous mode.
+    pub end: Option<i64>,
+}
+
+/// Progress of one topic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopicProgress {
+    pub topic: String,
+    pub rows: u64,
+    pub dead_letters: u64,
+    /// Value bytes of the records read.
+    pub bytes: u64,
+    pub epochs: u64,
+    pub partitions: BTreeMap<i32, PartitionProgress>,
+}
+
+/// The state a progress display or the final summary shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadProgress {
+    pub topics: Vec<TopicProgress>,
+    /// True when a continuous run ended because it was asked to stop.
+    pub stopped: bool,
+}
+
+impl ReadProgress {
+    pub fn rows(&self) -> u64 {
+        self.topics.iter().map(|t| t.rows).sum()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.topics.iter().map(|t| t.bytes).sum()
+    }
+    pub fn dead_letters(&self) -> u64 {
+        self.topics.iter().map(|t| t.dead_letters).sum()
+    }
+}
+
+/// Why a read failed. `Display` says what happened and what to do.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The configuration asks for something this build cannot do.
+    Unsupported(String),
+    /// A configured topic is not in the cluster.
+    UnknownTopic { topic: String },
+    /// The broker reports no cluster id, or a topic has no topic id.
+    MissingIdentity(String),
+    Client(ClientError),
+    Destination(DestinationError),
+    /// A record does not fit its resource's schema (and `on_malformed` is `fail`).
+    Row(RowError),
+    /// Records were deleted (retention, DeleteRecords) before they were read.
+    RetentionLoss { topic: String, partition: i32, from: i64, to: i64 },
+    /// A certified position is past the end of the partition's log.
+    PositionBeyondLog { topic: String, partition: i32, position: i64, end: i64 },
+    /// The topic's partitions changed during a continuous session.
+    PartitionsChanged { topic: String, before: usize, after: usize },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Unsupported(message) | ReadError::MissingIdentity(message) => f.write_str(message),
+            ReadError::UnknownTopic { topic } => write!(
+                f,
+                "topic {topic} does not exist or is not accessible; check `topics` (or --topics) and the \
+                 credentials' permissions (`sluice discover` lists what is readable)"
+            ),
+            ReadError::Client(error) => write!(f, "{error}"),
+            ReadError::Destination(error) => write!(f, "{error}"),
+            ReadError::Row(error) => write!(f, "{error}"),
+            ReadError::RetentionLoss { topic, partition, from, to } => write!(
+                f,
+                "records [{from}, {to}) of {topic}-{partition} were deleted (retention or DeleteRecords) before \
+                 Sluice read them; nothing past offset {from} was certified. Sluice does not skip lost records on \
+                 its own: to continue from offset {to}, read into a new destination directory"
+            ),
+            ReadError::PositionBeyondLog { topic, partition, position, end } => write!(
+                f,
+                "the certified position {position} of {topic}-{partition} is beyond the end of its log ({end}); \
+                 the log was truncated or the topic replaced. Read into a new destination directory"
+            ),
+            ReadError::PartitionsChanged { topic, before, after } => write!(
+                f,
+                "topic {topic} changed from {before} to {after} partitions during the session; everything read \
+                 so far is certified. Start `sluice read` again to include the new partitions"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<ClientError> for ReadError {
+    fn from(error: ClientError) -> Self {
+        match error {
+            ClientError::UnknownTopic { topic } => ReadError::UnknownTopic { topic },
+            other => ReadError::Client(other),
+        }
+    }
+}
+
+impl From<DestinationError> for ReadError {
+    fn from(error: DestinationError) -> Self {
+        ReadError::Destination(error)
+    }
+}
+
+/// A flag that asks a continuous run to stop after its current epoch.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Arc<AtomicBool>);
+
+impl StopSignal {
+    pub fn new() -> Self {
+        StopSignal::default()
+    }
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// How often a continuous session checks the topics' partitions and ids.
+const MEMBERSHIP_CHECK: Duration = Duration::from_secs(5);
+
+/// Connects with the configured brokers and limits.
+pub async fn connect(config: &Config) -> Result<Client, ReadError> {
+    if config.tls.is_some() || config.sasl.is_some() {
+        return Err(ReadError::Unsupported(
+            "this build of Sluice speaks plaintext only: TLS and SASL settings are parsed and validated but the \
+             handshakes are not implemented yet; remove `tls_enabled`/`sasl_mechanism` or use a plaintext listener"
+                .to_string(),
+        ));
+    }
+    let mut client_config = ClientConfig::new(config.brokers.iter().map(ToString::to_string));
+    client_config.connection.client_id = config.client_id.clone();
+    let client = Client::connect(client_config).await?;
+    Ok(client)
+}
+
+/// The cluster id, or an error: checkpoints cannot be guarded without it.
+pub fn cluster_id(metadata: &ClusterMetadata) -> Result<String, ReadError> {
+    metadata.cluster_id.clone().filter(|id| !id.is_empty()).ok_or_else(|| {
+        ReadError::MissingIdentity(
+            "the broker reports no cluster id; Sluice needs Kafka 0.10.1 or newer (KRaft clusters always have one)"
+                .to_string(),
+        )
+    })
+}
+
+/// Runs `sluice read`. `progress` is called after every epoch.
+pub async fn read(
+    config: &Config,
+    options: &ReadOptions,
+    stop: &StopSignal,
+    progress: &mut dyn FnMut(&ReadProgress),
+) -> Result<ReadProgress, ReadError> {
+    let client = connect(config).await?;
+    let mut destination = LocalDirectory::open(&options.destination)?;
+    let connection_id = destination.connection_id(config.connection_id.as_deref())?;
+    let mut session = Session::plan(&client, config, options, &mut destination, connection_id).await?;
+    progress(&session.progress);
+    session.run(&client, config, options, &mut destination, stop, progress).await?;
+    Ok(session.progress)
+}
+
+/// One topic of a run.
+struct TopicRun {
+    name: String,
+    info: TopicInfo,
+    decoder: RowDecoder,
+    schema_written: bool,
+    partitions: BTreeMap<i32, PartitionRun>,
+    /// Index into `ReadProgress::topics`.
+    index: usize,
+}
+
+/// One partition of a run: the certified position and the epoch being collected.
+struct PartitionRun {
+    certified: i64,
+    /// Fetch position after the records collected so far.
+    fetched: i64,
+    end: Option<i64>,
+    rows: Vec<Row>,
+    dead_letters: Vec<DeadLetter>,
+    bytes: u64,
+    started: Instant,
+}
+
+impl PartitionRun {
+    fn new(position: i64, end: Option<i64>) -> Self {
+        PartitionRun {
+            certified: position,
+            fetched: position,
+            end,
+            rows: Vec::new(),
+            dead_letters: Vec::new(),
+            bytes: 0,
+            started: Instant::now(),
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.end.is_some_and(|end| self.certified >= end)
+    }
+}
+
+struct Session {
+    mode: ReadMode,
+    topics: Vec<TopicRun>,
+    consumer: Consumer,
+    progress: ReadProgress,
+}
+
+impl Session {
+    /// Steps 1 to 3: topics, incarnations, windows or resume positions, initial certificates.
+    async fn plan(
+        client: &Client,
+        config: &Config,
+        options: &ReadOptions,
+        destination: &mut LocalDirectory,
+        connection_id: String,
+    ) -> Result<Session, ReadError> {
+        let metadata = client.refresh_metadata(None).await?;
+        let cluster_id = cluster_id(&metadata)?;
+        let names: Vec<String> = match options.topics.as_ref().filter(|t| !t.is_empty()) {
+            Some(topics) => topics.clone(),
+            None if !config.topics.is_empty() => config.topics.clone(),
+            None => {
+                let mut all: Vec<String> =
+                    metadata.topics.values().filter(|t| !t.is_internal).map(|t| t.name.clone()).collect();
+                all.sort();
+                all
+            }
+        };
+        let fetch = FetchConfig {
+            max_bytes: config.fetch.max_bytes,
+            partition_max_bytes: config.fetch.partition_max_bytes,
+            max_wait_ms: config.fetch.max_wait_ms,
+            isolation: IsolationLevel::ReadCommitted,
+            ..FetchConfig::default()
+        };
+        let mut consumer = Consumer::new(client.clone(), fetch);
+        let mut topics = Vec::new();
+        let mut progress = ReadProgress::default();
+        for name in names {
+            let info = metadata.topic(&name).cloned().ok_or_else(|| ReadError::UnknownTopic { topic: name.clone() })?;
+            if !info.error_code.is_ok() {
+                return Err(ReadError::UnknownTopic { topic: name });
+            }
+            if info.topic_id.is_zero() {
+                return Err(ReadError::MissingIdentity(format!(
+                    "the broker reports no topic id for {name}; Sluice needs topic ids (Kafka 2.8 or newer) to \
+                     detect a recreated topic"
+                )));
+            }
+            let incarnation = Incarnation {
+                connection_id: connection_id.clone(),
+                cluster_id: cluster_id.clone(),
+                topic_id: info.topic_id.to_string(),
+            };
+            let kind = match options.mode {
+                ReadMode::Bounded => RunKind::Bounded(options.write_policy),
+                ReadMode::Continuous => RunKind::Continuous,
+            };
+            let certified = destination.begin_run(&name, kind, &incarnation)?;
+            let tps: Vec<TopicPartition> = info.partitions.keys().map(|p| TopicPartition::new(&name, *p)).collect();
+            let earliest = client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await?;
+            let latest = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await?;
+            let mut partitions = BTreeMap::new();
+            for tp in &tps {
+                let log_start = earliest.get(tp).map_or(0, |o| o.offset);
+                let stable = latest.get(tp).map_or(0, |o| o.offset);
+                let (position, end) = match options.mode {
+                    ReadMode::Bounded => (log_start, Some(stable)),
+                    ReadMode::Continuous => {
+                        let position = match certified.get(&tp.partition) {
+                            Some(NextOffset(position)) => *position,
+                            None => match config.start_position {
+                                StartPosition::Earliest => log_start,
+                                StartPosition::Latest => stable,
+                            },
+                        };
+                        if position < log_start {
+                            return Err(ReadError::RetentionLoss {
+                                topic: name.clone(),
+                                partition: tp.partition,
+                                from: position,
+                                to: log_start,
+                            });
+                        }
+                        let high = client
+                            .list_offsets(std::slice::from_ref(tp), OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+                            .await?
+                            .get(tp)
+                            .map_or(stable, |o| o.offset);
+                        if position > high {
+                            return Err(ReadError::PositionBeyondLog {
+                                topic: name.clone(),
+                                partition: tp.partition,
+                                position,
+                                end: high,
+                            });
+                        }
+                        (position, None)
+                    }
+                };
+                partitions.insert(tp.partition, PartitionRun::new(position, end));
+            }
+            // Step 3: initial frontiers, idle partitions included, before any record is read.
+            let frontiers: BTreeMap<i32, NextOffset> =
+                partitions.iter().map(|(p, run)| (*p, NextOffset(run.certified))).collect();
+            destination.certify(&name, &frontiers)?;
+            for (partition, run) in &partitions {
+                if !run.done() {
+                    let tp = TopicPartition::new(&name, *partition);
+                    consumer.assign(tp.clone(), run.certified);
+                    consumer.pin_topic_id(&tp, info.topic_id);
+                }
+            }
+            progress.topics.push(TopicProgress {
+                topic: name.clone(),
+                partitions: partitions
+                    .iter()
+                    .map(|(p, run)| (*p, PartitionProgress { position: run.certified, end: run.end }))
+                    .collect(),
+                ..TopicProgress::default()
+            });
+            topics.push(TopicRun {
+                decoder: RowDecoder::new(&name, incarnation),
+                name,
+                info,
+                schema_written: false,
+                partitions,
+                index: progress.topics.len() - 1,
+            });
+        }
+        Ok(Session { mode: options.mode, topics, consumer, progress })
+    }
+
+    /// Steps 4 and 5.
+    async fn run(
+        &mut self,
+        client: &Client,
+        config: &Config,
+        options: &ReadOptions,
+        destination: &mut LocalDirectory,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&ReadProgress),
+    ) -> Result<(), ReadError> {
+        let _ = options;
+        let mut last_membership_check = Instant::now();
+        loop {
+            if self.mode == ReadMode::Bounded && self.topics.iter().all(|t| t.partitions.values().all(|p| p.done())) {
+                for topic in &self.topics {
+                    destination.finish_run(&topic.name)?;
+                }
+                return Ok(());
+            }
+            if stop.is_stopped() {
+                self.flush_all(destination, true)?;
+                for topic in &self.topics {
+                    destination.finish_run(&topic.name)?;
+                }
+                self.progress.stopped = true;
+                progress(&self.progress);
+                return Ok(());
+            }
+            let batches = match self.consumer.poll().await {
+                Ok(batches) => batches,
+                Err(ClientError::OffsetOutOfRange { topic, partition, offset }) => {
+                    let tp = TopicPartition::new(&topic, partition);
+                    let earliest = client
+                        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, IsolationLevel::ReadCommitted)
+                        .await?;
+                    let to = earliest.get(&tp).map_or(offset, |o| o.offset);
+                    return Err(ReadError::RetentionLoss { topic, partition, from: offset, to });
+                }
+                Err(error) => return Err(error.into()),
+            };
+            let mut changed = false;
+            for batch in batches {
+                changed |= self.collect(config, batch)?;
+            }
+            // Cut epochs: bounded at the window end, both modes by size, continuous by time.
+            let limits = config.epoch;
+            let mut cut = Vec::new();
+            for (t, topic) in self.topics.iter().enumerate() {
+                for (p, run) in &topic.partitions {
+                    if run.fetched <= run.certified {
+                        continue;
+                    }
+                    let at_end = run.end.is_some_and(|end| run.fetched >= end);
+                    let full = run.rows.len() + run.dead_letters.len() >= limits.max_records as usize
+                        || run.bytes >= limits.max_bytes;
+                    let old = self.mode == ReadMode::Continuous
+                        && run.started.elapsed() >= Duration::from_millis(limits.max_ms);
+                    if at_end || full || old {
+                        cut.push((t, *p));
+                    }
+                }
+            }
+            for (t, p) in cut {
+                self.flush(destination, t, p)?;
+                changed = true;
+            }
+            if changed {
+                progress(&self.progress);
+            }
+            if self.mode == ReadMode::Continuous && last_membership_check.elapsed() >= MEMBERSHIP_CHECK {
+                last_membership_check = Instant::now();
+                self.check_membership(client, destination).await?;
+            }
+        }
+    }
+
+    /// Turns a fetched batch into rows of the partition's current epoch. Returns whether the
+    /// position moved.
+    fn collect(&mut self, config: &Config, batch: sluice_wire::PartitionBatch) -> Result<bool, ReadError> {
+        let tp = &batch.topic_partition;
+        let Some(topic) = self.topics.iter_mut().find(|t| t.name == tp.topic) else { return Ok(false) };
+        let Some(run) = topic.partitions.get_mut(&tp.partition) else { return Ok(false) };
+        if run.done() || batch.next_offset <= run.fetched {
+            return Ok(false);
+        }
+        let end = run.end.unwrap_or(i64::MAX);
+        let mut headers: Vec<HeaderRef<'_>> = Vec::new();
+        for record in batch.records.iter().filter(|r| r.offset >= run.fetched && r.offset < end) {
+            headers.clear();
+            headers.extend(record.headers.iter().map(|h| HeaderRef { key: &h.key, value: h.value.as_deref() }));
+            let timestamp = (record.timestamp >= 0).then(|| EventTimestamp {
+                millis: record.timestamp,
+                kind: match record.timestamp_type {
+                    WireTimestampType::CreateTime => TimestampType::CreateTime,
+                    WireTimestampType::LogAppendTime => TimestampType::LogAppendTime,
+                },
+            });
+            let record_ref = RecordRef {
+                partition: tp.partition,
+                offset: record.offset,
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+                headers: &headers,
+                timestamp,
+            };
+            run.bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
+            match topic.decoder.decode(&record_ref) {
+                Ok(row) => run.rows.push(row),
+                Err(error) => match config.on_malformed {
+                    OnMalformed::Fail => return Err(ReadError::Row(error)),
+                    OnMalformed::DeadLetter => run.dead_letters.push(DeadLetter::new(&record_ref, &error)),
+                },
+            }
+        }
+        if run.fetched == run.certified {
+            run.started = Instant::now();
+        }
+        run.fetched = batch.next_offset.min(end);
+        if run.end.is_some_and(|end| run.fetched >= end) {
+            // The window is read; anything the consumer fetched beyond it is outside the run.
+            self.consumer.unassign(tp);
+        }
+        Ok(true)
+    }
+
+    /// Writes partition `p` of topic `t`'s current epoch, then certifies it.
+    fn flush(&mut self, destination: &mut LocalDirectory, t: usize, p: i32) -> Result<(), ReadError> {
+        let Some(topic) = self.topics.get_mut(t) else { return Ok(()) };
+        let Some(run) = topic.partitions.get_mut(&p) else { return Ok(()) };
+        if run.fetched <= run.certified {
+            return Ok(());
+        }
+        if !topic.schema_written {
+            if let Some(schema) = topic.decoder.schema() {
+                destination.write_schema(&topic.name, schema)?;
+                topic.schema_written = true;
+            }
+        }
+        let epoch = Epoch {
+            partition: p,
+            first_offset: run.certified,
+            last_offset: run.fetched - 1,
+            rows: &run.rows,
+            dead_letters: &run.dead_letters,
+        };
+        destination.write_epoch(&topic.name, &epoch)?;
+        destination.certify(&topic.name, &BTreeMap::from([(p, NextOffset(run.fetched))]))?;
+        let stats = &mut self.progress.topics[topic.index];
+        stats.rows += run.rows.len() as u64;
+        stats.dead_letters += run.dead_letters.len() as u64;
+        stats.bytes += run.bytes;
+        stats.epochs += 1;
+        if let Some(entry) = stats.partitions.get_mut(&p) {
+            entry.position = run.fetched;
+        }
+        run.certified = run.fetched;
+        run.rows.clear();
+        run.dead_letters.clear();
+        run.bytes = 0;
+        run.started = Instant::now();
+        Ok(())
+    }
+
+    fn flush_all(&mut self, destination: &mut LocalDirectory, _stopping: bool) -> Result<(), ReadError> {
+        for t in 0..self.topics.len() {
+            let partitions: Vec<i32> = self.topics[t].partitions.keys().copied().collect();
+            for p in partitions {
+                self.flush(destination, t, p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Continuous sessions stop when a topic's partitions change or the topic is recreated.
+    async fn check_membership(&mut self, client: &Client, destination: &mut LocalDirectory) -> Result<(), ReadError> {
+        let names: Vec<String> = self.topics.iter().map(|t| t.name.clone()).collect();
+        let metadata = client.refresh_metadata(Some(&names)).await?;
+        for t in 0..self.topics.len() {
+            let topic = &self.topics[t];
+            let Some(now) = metadata.topic(&topic.name).filter(|info| info.error_code.is_ok()) else {
+                return Err(ReadError::UnknownTopic { topic: topic.name.clone() });
+            };
+            if now.topic_id != topic.info.topic_id {
+                return Err(ReadError::Client(ClientError::TopicRecreated {
+                    topic: topic.name.clone(),
+                    old_id: topic.info.topic_id.to_string(),
+                    new_id: now.topic_id.to_string(),
+                }));
+            }
+            if now.partitions.len() != topic.partitions.len() {
+                let (before, after) = (topic.partitions.len(), now.partitions.len());
+                let name = topic.name.clone();
+                // Everything read so far is good data: write and certify it, then stop.
+                self.flush_all(destination, true)?;
+                return Err(ReadError::PartitionsChanged { topic: name, before, after });
+            }
+        }
+        Ok(())
+    }
+}
