@@ -7,7 +7,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start
-cargo build --release -q -p sluice -p sluice-wire --example demo
+cargo build --release -q -p sluice --bin sluice
+cargo build --release -q -p sluice-wire --example demo
 target/release/examples/demo 127.0.0.1:19092
 config="$root/target/demo-config.json"
 echo '{"brokers": ["127.0.0.1:19092"], "topics": ["demo"]}' > "$config"
