@@ -198,10 +198,8 @@ fn planned_partitions(plans: &[PlannedFetch]) -> BTreeSet<TopicPartition> {
 
 #[test]
 fn plan_sends_one_request_per_leader_with_ids_and_epochs_from_metadata() {
-    let metadata = metadata(&[
-        (ORDERS, ORDERS_ID, &[(0, 1, 7), (1, 2, 8), (2, 1, 9)]),
-        (PAYMENTS, PAYMENTS_ID, &[(0, 2, 4)]),
-    ]);
+    let metadata =
+        metadata(&[(ORDERS, ORDERS_ID, &[(0, 1, 7), (1, 2, 8), (2, 1, 9)]), (PAYMENTS, PAYMENTS_ID, &[(0, 2, 4)])]);
     let mut state = state(IsolationLevel::ReadCommitted);
     state.assign(tp(ORDERS, 0), 10);
     state.assign(tp(ORDERS, 1), 11);
@@ -386,8 +384,7 @@ fn control_only_batch_moves_position() {
         state.assign(tp(ORDERS, 0), 20);
         let planned = plan_one(&mut state, &metadata);
         let records = concat(&[marker(20, 77, ControlRecordType::Commit)]);
-        let outcome =
-            state.handle_response(&planned, response(vec![named(ORDERS, vec![partition(0, Some(records))])]));
+        let outcome = state.handle_response(&planned, response(vec![named(ORDERS, vec![partition(0, Some(records))])]));
         assert!(outcome.error.is_none(), "{:?}", outcome.error);
         assert_eq!(outcome.batches.len(), 1, "{isolation:?}: the new position is reported");
         assert!(outcome.batches[0].records.is_empty(), "{isolation:?}: control records are never returned");
@@ -478,8 +475,14 @@ fn v13_response_with_only_a_topic_id_is_mapped_back_by_id() {
         state.assign(tp(PAYMENTS, 0), 9);
         let planned = plan_one(&mut state, &metadata);
         let responses = vec![
-            FetchableTopicResponse { name: name.clone(), ..by_id(ORDERS_ID, vec![partition(1, Some(concat(&[data_batch(5, 1, 1)])))]) },
-            FetchableTopicResponse { name: name.clone(), ..by_id(PAYMENTS_ID, vec![partition(0, Some(concat(&[data_batch(9, 2, 1)])))]) },
+            FetchableTopicResponse {
+                name: name.clone(),
+                ..by_id(ORDERS_ID, vec![partition(1, Some(concat(&[data_batch(5, 1, 1)])))])
+            },
+            FetchableTopicResponse {
+                name: name.clone(),
+                ..by_id(PAYMENTS_ID, vec![partition(0, Some(concat(&[data_batch(9, 2, 1)])))])
+            },
         ];
         let outcome = state.handle_response(&planned, response(responses));
         assert!(outcome.error.is_none(), "{:?}", outcome.error);
@@ -497,8 +500,10 @@ fn unknown_topic_id_in_response_is_ignored() {
     state.assign(tp(ORDERS, 0), 0);
     let planned = plan_one(&mut state, &metadata);
     let stranger = TopicId([0xee; 16]);
-    let outcome = state
-        .handle_response(&planned, response(vec![by_id(stranger, vec![partition(0, Some(concat(&[data_batch(0, 3, 1)]))) ])]));
+    let outcome = state.handle_response(
+        &planned,
+        response(vec![by_id(stranger, vec![partition(0, Some(concat(&[data_batch(0, 3, 1)])))])]),
+    );
     assert!(outcome.error.is_none() && outcome.batches.is_empty() && !outcome.refresh_metadata);
     assert_eq!(state.position(&tp(ORDERS, 0)), Some(0));
     // The partition is free again: the next plan asks for it.
@@ -506,8 +511,10 @@ fn unknown_topic_id_in_response_is_ignored() {
     assert_eq!(planned.offsets, BTreeMap::from([(tp(ORDERS, 0), 0)]));
 
     // A partition nobody asked for, in a known topic, is ignored too.
-    let outcome =
-        state.handle_response(&planned, response(vec![named(ORDERS, vec![partition(2, Some(concat(&[data_batch(0, 1, 1)])))])]));
+    let outcome = state.handle_response(
+        &planned,
+        response(vec![named(ORDERS, vec![partition(2, Some(concat(&[data_batch(0, 1, 1)])))])]),
+    );
     assert!(outcome.batches.is_empty());
     assert_eq!(state.position(&tp(ORDERS, 2)), None, "not assigned, not created");
 }
@@ -524,7 +531,10 @@ fn stale_response_after_reassignment_is_dropped() {
         &planned,
         response(vec![named(
             ORDERS,
-            vec![partition(0, Some(concat(&[data_batch(0, 3, 1)]))), partition(1, Some(concat(&[data_batch(0, 2, 1)])))],
+            vec![
+                partition(0, Some(concat(&[data_batch(0, 3, 1)]))),
+                partition(1, Some(concat(&[data_batch(0, 2, 1)]))),
+            ],
         )]),
     );
     assert!(outcome.error.is_none());
@@ -536,17 +546,15 @@ fn stale_response_after_reassignment_is_dropped() {
     // Unassigned while in flight: the response creates nothing.
     let planned = plan_one(&mut state, &metadata);
     state.unassign(&tp(ORDERS, 1));
-    let outcome =
-        state.handle_response(&planned, response(vec![named(ORDERS, vec![partition(1, Some(concat(&[data_batch(2, 2, 1)])))])]));
+    let outcome = state.handle_response(
+        &planned,
+        response(vec![named(ORDERS, vec![partition(1, Some(concat(&[data_batch(2, 2, 1)])))])]),
+    );
     assert!(outcome.batches.is_empty());
     assert_eq!(state.position(&tp(ORDERS, 1)), None);
 }
 
 #[test]
-#[ignore = "BUG: fetch_state.rs handle_failure (called first by handle_response) clears `in_flight` for \
-            every partition of the *old* plan, including one that was reassigned and planned again \
-            since; the newer fetch is still outstanding, yet the partition is planned a third time \
-            (two fetches in flight for one partition, contrary to the module doc)"]
 fn old_response_does_not_free_a_partition_replanned_after_reassignment() {
     let metadata = single_leader();
     let mut state = state(IsolationLevel::ReadUncommitted);
@@ -606,7 +614,10 @@ fn offset_out_of_range_is_raised_with_context_and_never_resets_the_position() {
     let outcome = state.handle_response(
         &planned,
         response(vec![
-            named(ORDERS, vec![PartitionData { log_start_offset: 500, ..partition_error(2, ErrorCode::OFFSET_OUT_OF_RANGE) }]),
+            named(
+                ORDERS,
+                vec![PartitionData { log_start_offset: 500, ..partition_error(2, ErrorCode::OFFSET_OUT_OF_RANGE) }],
+            ),
             named(PAYMENTS, vec![partition(0, Some(concat(&[data_batch(0, 2, 1)])))]),
         ]),
     );
@@ -786,7 +797,11 @@ fn current_leader_hint_triggers_a_refresh() {
 #[derive(Debug, Clone)]
 enum Answer {
     /// `count` records starting `skew` below the fetch offset (the containing batch).
-    Records { skew: i64, count: i32, epoch: i32 },
+    Records {
+        skew: i64,
+        count: i32,
+        epoch: i32,
+    },
     Empty,
     Error(i16),
     /// A batch with one flipped byte.
@@ -796,11 +811,20 @@ enum Answer {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Assign { partition: i32, offset: i64 },
+    Assign {
+        partition: i32,
+        offset: i64,
+    },
     Plan,
     /// Answer the planned fetch at this index (modulo) with one answer per partition.
-    Respond { plan: usize, answers: Vec<Answer>, top_level: Option<i16> },
-    Fail { plan: usize },
+    Respond {
+        plan: usize,
+        answers: Vec<Answer>,
+        top_level: Option<i16>,
+    },
+    Fail {
+        plan: usize,
+    },
 }
 
 fn answer() -> impl Strategy<Value = Answer> {
@@ -827,9 +851,10 @@ fn scripted(planned: &PlannedFetch, answers: &[Answer], top_level: Option<i16>) 
     let mut by_topic: BTreeMap<String, Vec<PartitionData>> = BTreeMap::new();
     for ((topic_partition, &offset), answer) in planned.offsets.iter().zip(answers.iter().cycle()) {
         let data = match answer {
-            Answer::Records { skew, count, epoch } => {
-                partition(topic_partition.partition, Some(concat(&[data_batch((offset - skew).max(0), *count, *epoch)])))
-            }
+            Answer::Records { skew, count, epoch } => partition(
+                topic_partition.partition,
+                Some(concat(&[data_batch((offset - skew).max(0), *count, *epoch)])),
+            ),
             Answer::Empty => partition(topic_partition.partition, Some(Bytes::new())),
             Answer::Error(code) => partition_error(topic_partition.partition, ErrorCode(*code)),
             Answer::Corrupt => {
@@ -848,7 +873,15 @@ fn scripted(planned: &PlannedFetch, answers: &[Answer], top_level: Option<i16>) 
     // v13 style (id only) for `orders`, names for `payments`.
     let topics = by_topic
         .into_iter()
-        .map(|(topic, partitions)| if topic == ORDERS { by_id(ORDERS_ID, partitions) } else { named(&topic, partitions) })
+        .map(
+            |(topic, partitions)| {
+                if topic == ORDERS {
+                    by_id(ORDERS_ID, partitions)
+                } else {
+                    named(&topic, partitions)
+                }
+            },
+        )
         .collect();
     let mut response = response(topics);
     if let Some(code) = top_level {

@@ -77,6 +77,10 @@ pub struct PlannedFetch {
     pub request: FetchRequest,
     /// Fetch offset of each partition in the request.
     pub offsets: BTreeMap<TopicPartition, i64>,
+    /// Each partition's fetch generation when planned: a response or failure only applies to
+    /// (and only frees) a partition whose generation still matches, so an old fetch cannot free
+    /// a partition that was reassigned and planned again meanwhile.
+    pub generations: BTreeMap<TopicPartition, u64>,
     /// Topic names by id, to read v13+ responses that carry only ids.
     pub names: HashMap<TopicId, String>,
 }
@@ -101,6 +105,8 @@ struct PartitionState {
     /// Leader epoch of the last batch read, sent as LastFetchedEpoch (-1 before any).
     last_fetched_epoch: i32,
     in_flight: bool,
+    /// Bumped on every assign and plan; see [`PlannedFetch::generations`].
+    generation: u64,
     decompressor: Decompressor,
 }
 
@@ -113,11 +119,13 @@ pub struct FetchState {
     rotation: usize,
     /// Partitions whose topic id changed, found by the last plan.
     recreated: Vec<(TopicPartition, TopicId, TopicId)>,
+    /// The last fetch generation handed out.
+    generations: u64,
 }
 
 impl FetchState {
     pub fn new(limits: FetchLimits) -> Self {
-        FetchState { limits, partitions: BTreeMap::new(), rotation: 0, recreated: Vec::new() }
+        FetchState { limits, partitions: BTreeMap::new(), rotation: 0, recreated: Vec::new(), generations: 0 }
     }
 
     pub fn limits(&self) -> &FetchLimits {
@@ -126,7 +134,12 @@ impl FetchState {
 
     /// Starts (or restarts) fetching a partition at `offset`. A restart keeps the pinned topic id.
     pub fn assign(&mut self, topic_partition: TopicPartition, offset: i64) {
-        let topic_id = self.partitions.get(&topic_partition).and_then(|state| state.topic_id);
+        let previous = self.partitions.get(&topic_partition);
+        let topic_id = previous.and_then(|state| state.topic_id);
+        // Generations come from one counter, so a partition unassigned and assigned again can
+        // never match a fetch planned before.
+        self.generations = self.generations.wrapping_add(1);
+        let generation = self.generations;
         self.partitions.insert(
             topic_partition,
             PartitionState {
@@ -134,6 +147,7 @@ impl FetchState {
                 topic_id,
                 last_fetched_epoch: -1,
                 in_flight: false,
+                generation,
                 decompressor: Decompressor::default(),
             },
         );
@@ -202,6 +216,7 @@ impl FetchState {
             partitions.rotate_left(shift);
             let mut topics: Vec<FetchTopic> = Vec::new();
             let mut offsets = BTreeMap::new();
+            let mut generations = BTreeMap::new();
             let mut names = HashMap::new();
             for tp in partitions {
                 let Some(state) = self.partitions.get_mut(&tp) else { continue };
@@ -227,6 +242,9 @@ impl FetchState {
                     _ => topics.push(FetchTopic { name: tp.topic.clone(), topic_id, partitions: vec![partition] }),
                 }
                 state.in_flight = true;
+                self.generations = self.generations.wrapping_add(1);
+                state.generation = self.generations;
+                generations.insert(tp.clone(), state.generation);
                 offsets.insert(tp, state.position);
             }
             let request = FetchRequest {
@@ -239,15 +257,15 @@ impl FetchState {
                 topics,
                 rack_id: String::new(),
             };
-            plans.push(PlannedFetch { leader, request, offsets, names });
+            plans.push(PlannedFetch { leader, request, offsets, generations, names });
         }
         (plans, missing_leader)
     }
 
     /// Frees the partitions of a fetch that got no response.
     pub fn handle_failure(&mut self, planned: &PlannedFetch) {
-        for tp in planned.offsets.keys() {
-            if let Some(state) = self.partitions.get_mut(tp) {
+        for (tp, generation) in &planned.generations {
+            if let Some(state) = self.partitions.get_mut(tp).filter(|state| state.generation == *generation) {
                 state.in_flight = false;
             }
         }
@@ -288,7 +306,7 @@ impl FetchState {
                 let tp = TopicPartition::new(name.clone(), partition.partition_index);
                 let Some(&fetch_offset) = planned.offsets.get(&tp) else { continue };
                 let Some(state) = self.partitions.get_mut(&tp) else { continue };
-                if state.position != fetch_offset {
+                if state.position != fetch_offset || planned.generations.get(&tp) != Some(&state.generation) {
                     // Stale: the partition was repositioned while this fetch was in flight.
                     continue;
                 }

@@ -170,7 +170,10 @@ impl Connection {
         // UNSUPPORTED_VERSION in v0 form with the versions it does support (KIP-511).
         let mut version = ApiVersionsRequest::MAX_VERSION;
         loop {
-            let response: ApiVersionsResponse = self.send_at(&request, version, timeout).await?;
+            let body = self.send_raw_at(&request, version, timeout).await?;
+            let response = ApiVersionsResponse::decode_with_fallback(version, &mut Reader::new(body)).map_err(|source| {
+                ConnectionError::Decode { broker: self.broker.to_string(), api: ApiKey::API_VERSIONS, version, source }
+            })?;
             if response.error_code == ErrorCode::UNSUPPORTED_VERSION {
                 let broker_max = response
                     .api_keys
@@ -381,7 +384,17 @@ async fn drive<S>(
         tokio::select! {
             request = receiver.recv() => {
                 let Some(request) = request else { break ConnectionError::Closed { broker: broker.to_string() } };
-                if let Err(source) = write_half.write_all(&request.frame).await {
+                // A broker that stops reading must not pin the driver in a write: `close()` (from a
+                // caller's timeout) interrupts it.
+                let written = tokio::select! {
+                    written = write_half.write_all(&request.frame) => written,
+                    _ = shutdown.notified() => {
+                        let error = ConnectionError::Closed { broker: broker.to_string() };
+                        let _ = request.reply.send(Err(error.duplicate()));
+                        break error;
+                    }
+                };
+                if let Err(source) = written {
                     let _ = request.reply.send(Err(ConnectionError::Io { broker: broker.to_string(), source }));
                     break ConnectionError::Closed { broker: broker.to_string() };
                 }
@@ -435,7 +448,9 @@ fn route(broker: &str, frame: Bytes, in_flight: &mut VecDeque<PendingRequest>) -
                 version: request.api_version,
                 source,
             };
-            let _ = request.reply.send(Err(error.duplicate()));
+            // The shutdown path answers it, after marking the connection closed, so that no caller
+            // sees this error while the connection still looks usable.
+            in_flight.push_front(request);
             return Err(error);
         }
     };
@@ -448,7 +463,7 @@ fn route(broker: &str, frame: Bytes, in_flight: &mut VecDeque<PendingRequest>) -
                 request.api_key, request.correlation_id
             ),
         };
-        let _ = request.reply.send(Err(error.duplicate()));
+        in_flight.push_front(request);
         return Err(error);
     }
     let _ = request.reply.send(Ok(reader.rest()));
