@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
 use sluice_tests::{broker_address, client, repo_root, unique_topic, JavaProcess};
 use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::connection::Connection;
@@ -60,17 +59,17 @@ fn write(name: &str, bytes: &[u8]) {
 }
 
 /// Sends `request` at `version` and saves the raw body as `<api>_v<version><suffix>.bin`.
-async fn capture<R: Request>(connection: &Connection, api: &str, suffix: &str, request: &R, version: i16) -> Bytes {
+async fn capture<R: Request>(connection: &Connection, api: &str, suffix: &str, request: &R, version: i16) -> Vec<u8> {
     let body = connection
         .send_raw_at(request, version, TIMEOUT)
         .await
         .unwrap_or_else(|e| panic!("{api} v{version}{suffix}: {e}"));
     write(&format!("{api}_v{version}{suffix}.bin"), &body);
-    body
+    body.to_vec()
 }
 
-fn decode<R: Response>(body: &Bytes, version: i16) -> R {
-    let mut reader = Reader::new(body.clone());
+fn decode<R: Response>(body: &[u8], version: i16) -> R {
+    let mut reader = Reader::new(body.to_vec().into());
     let response = R::decode(version, &mut reader).unwrap_or_else(|e| panic!("decode captured body: {e}"));
     assert!(reader.is_empty(), "decoding left bytes over");
     response
@@ -116,7 +115,7 @@ fn fetch_request(topic: &str, topic_id: TopicId, partitions: i32, isolation_leve
 }
 
 /// Waits until the metadata of `topic` has a topic id, and returns it.
-async fn topic_id(client: &Client, topic: &str) -> TopicId {
+async fn wait_for_topic_id(client: &Client, topic: &str) -> TopicId {
     for _ in 0..50 {
         let metadata = client.refresh_metadata(Some(&[topic.to_string()])).await.expect("metadata");
         if let Some(info) = metadata.topic(topic).filter(|info| !info.topic_id.is_zero()) {
@@ -201,7 +200,7 @@ async fn capture_golden_frames() {
         timeout_ms: 30_000,
         topics: vec![ProduceTopic {
             name: topic.clone(),
-            partitions: vec![ProducePartition { index: 0, records: Bytes::from(builder.build().expect("build")) }],
+            partitions: vec![ProducePartition { index: 0, records: builder.build().expect("build").into() }],
         }],
     };
     capture(&connection, "produce", "", &request, version).await;
@@ -231,7 +230,7 @@ async fn capture_golden_frames() {
         validate_only: false,
     };
     capture(&connection, "create_topics", "", &request, version).await;
-    topic_id(&client, &admin_topic).await;
+    wait_for_topic_id(&client, &admin_topic).await;
     let version = connection.version_for::<CreatePartitionsRequest>().expect("CreatePartitions version");
     let request = CreatePartitionsRequest {
         topics: vec![CreatePartitionsTopic { name: admin_topic.clone(), count: 2 }],
@@ -247,7 +246,7 @@ async fn capture_golden_frames() {
     // t9 open; a read_committed fetch then stops at each partition's last stable offset.
     let txn_topic = unique_topic("golden-txn");
     let writer = JavaProcess::start_until_ready("TxnWriter", &[&address, &txn_topic], Duration::from_secs(180));
-    let txn_topic_id = topic_id(&client, &txn_topic).await;
+    let txn_topic_id = wait_for_topic_id(&client, &txn_topic).await;
     let request = fetch_request(&txn_topic, txn_topic_id, 3, 1);
     let body = capture(&connection, "fetch", "_txn", &request, fetch_version).await;
     let response: FetchResponse = decode(&body, fetch_version);

@@ -26,6 +26,8 @@ pub enum ConnectionError {
     Protocol { broker: String, message: String },
     /// The broker and this client share no version of an API.
     UnsupportedVersion { broker: String, api: ApiKey, ours: (i16, i16), theirs: Option<(i16, i16)> },
+    /// The TLS handshake failed; the message says what to check.
+    Tls { broker: String, message: String },
     /// A connection-level error code (ApiVersions, SASL).
     Broker { broker: String, api: ApiKey, code: ErrorCode, message: Option<String> },
 }
@@ -42,6 +44,7 @@ impl ConnectionError {
                 ConnectionError::UnexpectedEof { broker: broker.clone(), buffered: *buffered }
             }
             ConnectionError::Closed { broker } => ConnectionError::Closed { broker: broker.clone() },
+            ConnectionError::Tls { broker, message } => ConnectionError::Tls { broker: broker.clone(), message: message.clone() },
             ConnectionError::Timeout { broker, what, after } => {
                 ConnectionError::Timeout { broker: broker.clone(), what: what.clone(), after: *after }
             }
@@ -74,6 +77,7 @@ impl ConnectionError {
             | ConnectionError::Decode { broker, .. }
             | ConnectionError::Protocol { broker, .. }
             | ConnectionError::UnsupportedVersion { broker, .. }
+            | ConnectionError::Tls { broker, .. }
             | ConnectionError::Broker { broker, .. } => broker,
         }
     }
@@ -121,6 +125,7 @@ impl std::fmt::Display for ConnectionError {
                 ),
                 None => write!(f, "broker {broker} does not support {api}; Sluice needs Kafka 3.5 or newer"),
             },
+            ConnectionError::Tls { broker, message } => write!(f, "broker {broker}: {message}"),
             ConnectionError::Broker { broker, api, code, message } => {
                 write!(f, "broker {broker}: {api} failed with {code}")?;
                 if let Some(message) = message {

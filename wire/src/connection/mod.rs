@@ -17,8 +17,10 @@
 //! - KIP-511 (ApiVersions v3 client software name/version).
 
 mod error;
+pub mod tls;
 
 pub use error::ConnectionError;
+pub use tls::{TlsError, TlsSettings};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +40,7 @@ use crate::protocol::messages::{Request, Response};
 use crate::protocol::ErrorCode;
 
 /// Settings for one connection.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ConnectionConfig {
     /// Sent as the request header's client id.
     pub client_id: String,
@@ -50,6 +52,20 @@ pub struct ConnectionConfig {
     /// The largest response frame accepted. A fetch response can exceed its max bytes by one
     /// oversized batch, so this sits well above the fetch limits.
     pub max_frame_size: usize,
+    /// TLS, when set (built by [`tls::client_config`]).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for ConnectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionConfig")
+            .field("client_id", &self.client_id)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_frame_size", &self.max_frame_size)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl Default for ConnectionConfig {
@@ -59,6 +75,7 @@ impl Default for ConnectionConfig {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_frame_size: 128 << 20,
+            tls: None,
         }
     }
 }
@@ -128,6 +145,21 @@ impl Connection {
         };
         // Latency matters more than packet count: requests are already whole frames.
         let _ = stream.set_nodelay(true);
+        let Some(tls) = config.tls.clone() else {
+            return Connection::handshake(broker, stream, config).await;
+        };
+        let host = host_of(address);
+        let stream = match tokio::time::timeout(config.connect_timeout, tls::handshake(tls, host, stream)).await {
+            Err(_) => {
+                return Err(ConnectionError::Timeout {
+                    broker: broker.to_string(),
+                    what: "TLS handshake (is TLS configured on the broker's listener?)".to_string(),
+                    after: config.connect_timeout,
+                })
+            }
+            Ok(Err(message)) => return Err(ConnectionError::Tls { broker: broker.to_string(), message }),
+            Ok(Ok(stream)) => stream,
+        };
         Connection::handshake(broker, stream, config).await
     }
 
@@ -428,6 +460,12 @@ async fn drive<S>(
         let _ = request.reply.send(Err(error.duplicate()));
     }
     let _ = write_half.shutdown().await;
+}
+
+/// The host part of `host:port` (`[v6]:port` too), for TLS server name checks.
+fn host_of(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// Matches a response frame to the oldest request in flight.

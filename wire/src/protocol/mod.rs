@@ -13,6 +13,7 @@ pub mod error_code;
 pub mod frame;
 pub mod messages;
 pub mod records;
+pub mod sasl;
 
 pub use api::ApiKey;
 pub use codec::{DecodeError, Reader, Writer};
