@@ -2,7 +2,7 @@
 //! The `sluice` command line: `check`, `discover` and `read`.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
     runtime.block_on(run(command))
 }
 
-fn load(path: &PathBuf) -> Result<Config, ExitCode> {
+fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
     Config::load(path).map_err(|error| {
         eprintln!("sluice: {error}");
         ExitCode::from(2)

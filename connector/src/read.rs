@@ -432,6 +432,8 @@ impl Session {
             let batches = match self.consumer.poll().await {
                 Ok(batches) => batches,
                 Err(ClientError::OffsetOutOfRange { topic, partition, offset }) => {
+                    // What was read before the loss is good data: write and certify it first.
+                    self.flush_all(destination, true)?;
                     let tp = TopicPartition::new(&topic, partition);
                     let earliest = client
                         .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, IsolationLevel::ReadCommitted)
@@ -443,9 +445,10 @@ impl Session {
             };
             let mut changed = false;
             for batch in batches {
-                changed |= self.collect(config, batch)?;
+                changed |= self.collect(config, destination, batch)?;
             }
-            // Cut epochs: bounded at the window end, both modes by size, continuous by time.
+            // Cut epochs: bounded at the window end, continuous by time (size cuts happen in
+            // `collect`).
             let limits = config.epoch;
             let mut cut = Vec::new();
             for (t, topic) in self.topics.iter().enumerate() {
@@ -454,11 +457,9 @@ impl Session {
                         continue;
                     }
                     let at_end = run.end.is_some_and(|end| run.fetched >= end);
-                    let full = run.rows.len() + run.dead_letters.len() >= limits.max_records as usize
-                        || run.bytes >= limits.max_bytes;
                     let old = self.mode == ReadMode::Continuous
                         && run.started.elapsed() >= Duration::from_millis(limits.max_ms);
-                    if at_end || full || old {
+                    if at_end || old {
                         cut.push((t, *p));
                     }
                 }
@@ -477,21 +478,28 @@ impl Session {
         }
     }
 
-    /// Turns a fetched batch into rows of the partition's current epoch. Returns whether the
-    /// position moved.
-    fn collect(&mut self, config: &Config, batch: sluice_wire::PartitionBatch) -> Result<bool, ReadError> {
+    /// Turns a fetched batch into rows of the partition's current epoch, cutting an epoch as
+    /// soon as it reaches the record or byte limit (inside a batch too: epochs may end anywhere,
+    /// gaps are fine). Returns whether the position moved.
+    fn collect(
+        &mut self,
+        config: &Config,
+        destination: &mut LocalDirectory,
+        batch: sluice_wire::PartitionBatch,
+    ) -> Result<bool, ReadError> {
         let tp = &batch.topic_partition;
-        let Some(topic) = self.topics.iter_mut().find(|t| t.name == tp.topic) else { return Ok(false) };
-        let Some(run) = topic.partitions.get_mut(&tp.partition) else { return Ok(false) };
-        if run.done() || batch.next_offset <= run.fetched {
-            return Ok(false);
-        }
-        let end = run.end.unwrap_or(i64::MAX);
+        let Some(t) = self.topics.iter().position(|topic| topic.name == tp.topic) else { return Ok(false) };
+        let p = tp.partition;
+        let (fetched, end) = match self.topics[t].partitions.get(&p) {
+            Some(run) if !run.done() && batch.next_offset > run.fetched => (run.fetched, run.end.unwrap_or(i64::MAX)),
+            _ => return Ok(false),
+        };
+        let limits = config.epoch;
         let mut headers: Vec<HeaderRef<'_>> = Vec::new();
-        for record in batch.records.iter().filter(|r| r.offset >= run.fetched && r.offset < end) {
+        for record in batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end) {
             headers.clear();
             headers.extend(record.headers.iter().map(|h| HeaderRef { key: &h.key, value: h.value.as_deref() }));
-            let timestamp = (record.timestamp >= 0).then(|| EventTimestamp {
+            let timestamp = (record.timestamp >= 0).then_some(EventTimestamp {
                 millis: record.timestamp,
                 kind: match record.timestamp_type {
                     WireTimestampType::CreateTime => TimestampType::CreateTime,
@@ -499,13 +507,18 @@ impl Session {
                 },
             });
             let record_ref = RecordRef {
-                partition: tp.partition,
+                partition: p,
                 offset: record.offset,
                 key: record.key.as_deref(),
                 value: record.value.as_deref(),
                 headers: &headers,
                 timestamp,
             };
+            let topic = &mut self.topics[t];
+            let Some(run) = topic.partitions.get_mut(&p) else { return Ok(false) };
+            if run.fetched == run.certified {
+                run.started = Instant::now();
+            }
             run.bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
             match topic.decoder.decode(&record_ref) {
                 Ok(row) => run.rows.push(row),
@@ -514,11 +527,19 @@ impl Session {
                     OnMalformed::DeadLetter => run.dead_letters.push(DeadLetter::new(&record_ref, &error)),
                 },
             }
+            run.fetched = record.offset + 1;
+            let full = (run.rows.len() + run.dead_letters.len()) as u64 >= limits.max_records
+                || run.bytes >= limits.max_bytes;
+            if full {
+                self.flush(destination, t, p)?;
+            }
         }
+        let Some(run) = self.topics[t].partitions.get_mut(&p) else { return Ok(false) };
         if run.fetched == run.certified {
             run.started = Instant::now();
         }
-        run.fetched = batch.next_offset.min(end);
+        // Past the last record: gaps, aborted batches and control markers count as read.
+        run.fetched = run.fetched.max(batch.next_offset.min(end));
         if run.end.is_some_and(|end| run.fetched >= end) {
             // The window is read; anything the consumer fetched beyond it is outside the run.
             self.consumer.unassign(tp);

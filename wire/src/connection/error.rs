@@ -28,6 +28,9 @@ pub enum ConnectionError {
     UnsupportedVersion { broker: String, api: ApiKey, ours: (i16, i16), theirs: Option<(i16, i16)> },
     /// The TLS handshake failed; the message says what to check.
     Tls { broker: String, message: String },
+    /// SASL authentication failed: wrong credentials, a mechanism the broker does not enable, or
+    /// a broker that could not prove it knows the password.
+    Authentication { broker: String, mechanism: &'static str, message: String },
     /// A connection-level error code (ApiVersions, SASL).
     Broker { broker: String, api: ApiKey, code: ErrorCode, message: Option<String> },
 }
@@ -45,6 +48,11 @@ impl ConnectionError {
             }
             ConnectionError::Closed { broker } => ConnectionError::Closed { broker: broker.clone() },
             ConnectionError::Tls { broker, message } => ConnectionError::Tls { broker: broker.clone(), message: message.clone() },
+            ConnectionError::Authentication { broker, mechanism, message } => ConnectionError::Authentication {
+                broker: broker.clone(),
+                mechanism,
+                message: message.clone(),
+            },
             ConnectionError::Timeout { broker, what, after } => {
                 ConnectionError::Timeout { broker: broker.clone(), what: what.clone(), after: *after }
             }
@@ -78,6 +86,7 @@ impl ConnectionError {
             | ConnectionError::Protocol { broker, .. }
             | ConnectionError::UnsupportedVersion { broker, .. }
             | ConnectionError::Tls { broker, .. }
+            | ConnectionError::Authentication { broker, .. }
             | ConnectionError::Broker { broker, .. } => broker,
         }
     }
@@ -126,6 +135,9 @@ impl std::fmt::Display for ConnectionError {
                 None => write!(f, "broker {broker} does not support {api}; Sluice needs Kafka 3.5 or newer"),
             },
             ConnectionError::Tls { broker, message } => write!(f, "broker {broker}: {message}"),
+            ConnectionError::Authentication { broker, mechanism, message } => {
+                write!(f, "broker {broker}: SASL {mechanism} authentication failed: {message}")
+            }
             ConnectionError::Broker { broker, api, code, message } => {
                 write!(f, "broker {broker}: {api} failed with {code}")?;
                 if let Some(message) = message {

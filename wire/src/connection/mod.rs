@@ -36,7 +36,10 @@ use crate::protocol::api::{decode_response_header, encode_request_header, ApiKey
 use crate::protocol::codec::{Reader, Writer};
 use crate::protocol::frame::FrameDecoder;
 use crate::protocol::messages::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
+use crate::protocol::messages::sasl_authenticate::SaslAuthenticateRequest;
+use crate::protocol::messages::sasl_handshake::SaslHandshakeRequest;
 use crate::protocol::messages::{Request, Response};
+use crate::protocol::sasl::{SaslCredentials, SaslMechanism, SaslSession, SaslStep};
 use crate::protocol::ErrorCode;
 
 /// Settings for one connection.
@@ -54,6 +57,28 @@ pub struct ConnectionConfig {
     pub max_frame_size: usize,
     /// TLS, when set (built by [`tls::client_config`]).
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// SASL authentication, run on every connection right after ApiVersions.
+    pub sasl: Option<SaslSettings>,
+}
+
+/// SASL settings for every connection.
+#[derive(Clone)]
+pub struct SaslSettings {
+    pub mechanism: SaslMechanism,
+    pub credentials: SaslCredentials,
+    /// PLAIN sends the password as is: over a plaintext listener that is readable by anyone on
+    /// the path, so each such connection warns on stderr unless this is set.
+    pub allow_plain_without_tls: bool,
+}
+
+impl std::fmt::Debug for SaslSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslSettings")
+            .field("mechanism", &self.mechanism)
+            .field("credentials", &self.credentials)
+            .field("allow_plain_without_tls", &self.allow_plain_without_tls)
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for ConnectionConfig {
@@ -64,6 +89,7 @@ impl std::fmt::Debug for ConnectionConfig {
             .field("request_timeout", &self.request_timeout)
             .field("max_frame_size", &self.max_frame_size)
             .field("tls", &self.tls.is_some())
+            .field("sasl", &self.sasl)
             .finish()
     }
 }
@@ -76,6 +102,7 @@ impl Default for ConnectionConfig {
             request_timeout: Duration::from_secs(30),
             max_frame_size: 128 << 20,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -190,7 +217,83 @@ impl Connection {
         let timeout = connection.config.connect_timeout;
         let versions = connection.fetch_api_versions(timeout).await?;
         connection.versions = Arc::new(versions);
+        if let Some(sasl) = connection.config.sasl.clone() {
+            let authenticated = tokio::time::timeout(timeout, connection.authenticate(&sasl)).await;
+            match authenticated {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    connection.close();
+                    return Err(error);
+                }
+                Err(_) => {
+                    connection.close();
+                    return Err(ConnectionError::Timeout {
+                        broker: connection.broker.to_string(),
+                        what: "SASL authentication".to_string(),
+                        after: timeout,
+                    });
+                }
+            }
+        }
         Ok(connection)
+    }
+
+    /// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done (KIP-152).
+    async fn authenticate(&self, sasl: &SaslSettings) -> Result<(), ConnectionError> {
+        let mechanism = sasl.mechanism;
+        if mechanism == SaslMechanism::Plain && self.config.tls.is_none() && !sasl.allow_plain_without_tls {
+            eprintln!(
+                "sluice: WARNING: SASL PLAIN over a plaintext connection to {} sends the password unencrypted; \
+                 enable TLS, or set allow_plain_without_tls to silence this warning",
+                self.broker
+            );
+        }
+        let sasl_error = |error: crate::protocol::sasl::SaslError| ConnectionError::Authentication {
+            broker: self.broker.to_string(),
+            mechanism: mechanism.name(),
+            message: error.to_string(),
+        };
+        let handshake = self.send(&SaslHandshakeRequest { mechanism: mechanism.name().to_string() }).await?;
+        if handshake.error_code == ErrorCode::UNSUPPORTED_SASL_MECHANISM {
+            return Err(ConnectionError::Authentication {
+                broker: self.broker.to_string(),
+                mechanism: mechanism.name(),
+                message: format!(
+                    "the broker does not enable {} (it offers: {}); set `sasl_mechanism` to one of those or enable it \
+                     on the broker",
+                    mechanism.name(),
+                    if handshake.mechanisms.is_empty() { "none".to_string() } else { handshake.mechanisms.join(", ") }
+                ),
+            });
+        }
+        if !handshake.error_code.is_ok() {
+            return Err(ConnectionError::Broker {
+                broker: self.broker.to_string(),
+                api: ApiKey::SASL_HANDSHAKE,
+                code: handshake.error_code,
+                message: None,
+            });
+        }
+        let mut session = SaslSession::new(mechanism, &sasl.credentials).map_err(sasl_error)?;
+        let mut outgoing = session.initial_message();
+        // Each mechanism finishes in a few rounds; the bound stops a broker that never does.
+        for _ in 0..8 {
+            let response = self.send(&SaslAuthenticateRequest { auth_bytes: outgoing }).await?;
+            if !response.error_code.is_ok() {
+                let broker_says = response.error_message.unwrap_or_else(|| response.error_code.to_string());
+                let ours = session.rejection().map(|rejection| format!(" ({rejection})")).unwrap_or_default();
+                return Err(ConnectionError::Authentication {
+                    broker: self.broker.to_string(),
+                    mechanism: mechanism.name(),
+                    message: format!("{broker_says}{ours}"),
+                });
+            }
+            match session.handle_server_message(&response.auth_bytes).map_err(sasl_error)? {
+                SaslStep::Done => return Ok(()),
+                SaslStep::Send(bytes) => outgoing = bytes,
+            }
+        }
+        Err(self.protocol_error("SASL authentication did not finish after 8 rounds"))
     }
 
     async fn fetch_api_versions(&self, timeout: Duration) -> Result<BrokerVersions, ConnectionError> {
