@@ -23,8 +23,10 @@
 //! | `tls_enabled` | certificate-verified TLS (system trust store unless `tls_ca_pem`) | `false` |
 //! | `tls_ca_pem` | pasted PEM CA certificates, for a private CA | none |
 //! | `tls_cert_pem`, `tls_key_pem` | pasted PEM client chain and its private key, for mutual TLS; both or neither | none |
-//! | `sasl_mechanism` | `none`, `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512` (case-insensitive) | `none` |
-//! | `sasl_username`, `sasl_password` | SASL credentials, required with a mechanism | none |
+//! | `sasl_mechanism` | `none`, `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` or `OAUTHBEARER` (case-insensitive) | `none` |
+//! | `sasl_username`, `sasl_password` | SASL credentials, required with PLAIN and SCRAM | none |
+//! | `sasl_oauth_token` | the bearer token, required with OAUTHBEARER (library users can pass a token provider instead) | none |
+//! | `sasl_allow_plaintext` | silence the warning PLAIN gives on a connection without TLS | `false` |
 //!
 //! Source fields:
 //!
@@ -191,6 +193,7 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -200,16 +203,20 @@ impl SaslMechanism {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
 
-/// SASL is on when this is present. The username is not secret; the password is.
+/// SASL is on when this is present. The username is not secret; the password (or, for
+/// OAUTHBEARER, the token, held in `password` with an empty `username`) is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaslConfig {
     pub mechanism: SaslMechanism,
     pub username: String,
     pub password: Secret,
+    /// No warning for PLAIN without TLS.
+    pub allow_plaintext: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +257,8 @@ const KNOWN_FIELDS: &[&str] = &[
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    "sasl_oauth_token",
+    "sasl_allow_plaintext",
     "topics",
     "start_position",
     "connection_id",
@@ -604,21 +613,52 @@ impl Fields {
         let mechanism = self.string("sasl_mechanism")?;
         let username = self.string("sasl_username")?.filter(|name| !name.is_empty());
         let password = self.secret("sasl_password")?;
+        let token = self.secret("sasl_oauth_token")?;
+        let allow_plaintext = self.bool("sasl_allow_plaintext")?;
         let mechanism = match mechanism.as_deref().map(str::to_ascii_uppercase).as_deref() {
             None | Some("NONE") => None,
             Some("PLAIN") => Some(SaslMechanism::Plain),
             Some("SCRAM-SHA-256") => Some(SaslMechanism::ScramSha256),
             Some("SCRAM-SHA-512") => Some(SaslMechanism::ScramSha512),
+            Some("OAUTHBEARER") => Some(SaslMechanism::OAuthBearer),
             Some(_) => {
                 return Err(ConfigError::invalid(
                     "sasl_mechanism",
                     format!(
-                        "`sasl_mechanism` is \"{}\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+                        "`sasl_mechanism` is \"{}\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
                         mechanism.unwrap_or_default()
                     ),
                 ))
             }
         };
+        if mechanism == Some(SaslMechanism::OAuthBearer) {
+            for (name, set) in [("sasl_username", username.is_some()), ("sasl_password", password.is_some())] {
+                if set {
+                    return Err(ConfigError::invalid(
+                        name,
+                        format!("`{name}` does not apply to OAUTHBEARER: remove it and put the token in `sasl_oauth_token`"),
+                    ));
+                }
+            }
+            let token = token.ok_or_else(|| {
+                ConfigError::invalid(
+                    "sasl_oauth_token",
+                    "`sasl_mechanism` is OAUTHBEARER but `sasl_oauth_token` is missing: add it (e.g. \"${KAFKA_TOKEN}\")",
+                )
+            })?;
+            return Ok(Some(SaslConfig {
+                mechanism: SaslMechanism::OAuthBearer,
+                username: String::new(),
+                password: token,
+                allow_plaintext,
+            }));
+        }
+        if token.is_some() {
+            return Err(ConfigError::invalid(
+                "sasl_oauth_token",
+                "`sasl_oauth_token` is set but `sasl_mechanism` is not OAUTHBEARER: set it to OAUTHBEARER or remove the token",
+            ));
+        }
         let Some(mechanism) = mechanism else {
             for name in ["sasl_username", "sasl_password"] {
                 let set = if name == "sasl_username" { username.is_some() } else { password.is_some() };
@@ -643,7 +683,7 @@ impl Fields {
         };
         let username = username.ok_or_else(|| missing("sasl_username"))?;
         let password = password.ok_or_else(|| missing("sasl_password"))?;
-        Ok(Some(SaslConfig { mechanism, username, password }))
+        Ok(Some(SaslConfig { mechanism, username, password, allow_plaintext }))
     }
 }
 
@@ -817,7 +857,7 @@ mod tests {
         assert!(!message.contains("hunter2"));
         assert_eq!(
             rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "GSSAPI"}"#),
-            "`sasl_mechanism` is \"GSSAPI\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+            "`sasl_mechanism` is \"GSSAPI\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
         );
     }
 

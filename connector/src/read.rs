@@ -35,7 +35,9 @@ use sluice_wire::protocol::records::TimestampType as WireTimestampType;
 use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, IsolationLevel, OffsetSpec, TopicPartition};
 
 use crate::checkpoint::{Incarnation, NextOffset};
-use crate::config::{Config, OnMalformed, StartPosition};
+use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
+use sluice_wire::connection::{tls, SaslSettings, TlsSettings};
+use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism as WireMechanism};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, Row, RowDecoder, RowError, TimestampType};
 
@@ -186,17 +188,40 @@ impl StopSignal {
 /// How often a continuous session checks the topics' partitions and ids.
 const MEMBERSHIP_CHECK: Duration = Duration::from_secs(5);
 
-/// Connects with the configured brokers and limits.
+/// Connects with the configured brokers, TLS and SASL.
 pub async fn connect(config: &Config) -> Result<Client, ReadError> {
-    if config.tls.is_some() || config.sasl.is_some() {
-        return Err(ReadError::Unsupported(
-            "this build of Sluice speaks plaintext only: TLS and SASL settings are parsed and validated but the \
-             handshakes are not implemented yet; remove `tls_enabled`/`sasl_mechanism` or use a plaintext listener"
-                .to_string(),
-        ));
-    }
     let mut client_config = ClientConfig::new(config.brokers.iter().map(ToString::to_string));
     client_config.connection.client_id = config.client_id.clone();
+    if let Some(tls) = &config.tls {
+        let settings = TlsSettings {
+            ca_pem: tls.ca_pem.as_ref().map(|pem| pem.expose().to_string()),
+            cert_pem: tls.client.as_ref().map(|client| client.cert_pem.expose().to_string()),
+            key_pem: tls.client.as_ref().map(|client| client.key_pem.expose().to_string()),
+        };
+        let tls = tls::client_config(&settings).map_err(|error| ReadError::Unsupported(error.to_string()))?;
+        client_config.connection.tls = Some(tls);
+    }
+    if let Some(sasl) = &config.sasl {
+        let (mechanism, credentials) = match sasl.mechanism {
+            SaslMechanism::Plain => (
+                WireMechanism::Plain,
+                SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
+            ),
+            SaslMechanism::ScramSha256 => (
+                WireMechanism::ScramSha256,
+                SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
+            ),
+            SaslMechanism::ScramSha512 => (
+                WireMechanism::ScramSha512,
+                SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
+            ),
+            SaslMechanism::OAuthBearer => {
+                (WireMechanism::OAuthBearer, SaslCredentials::oauth_token(sasl.password.expose().to_string()))
+            }
+        };
+        client_config.connection.sasl =
+            Some(SaslSettings { mechanism, credentials, allow_plain_without_tls: sasl.allow_plaintext });
+    }
     let client = Client::connect(client_config).await?;
     Ok(client)
 }

@@ -133,6 +133,10 @@ public final class TxnWriter {
             a.abortTransaction();
             plain(plain, 0, 1);
 
+            // Commit and abort return before the coordinator has written every marker; wait until
+            // they are all in the logs, so that readers started after READY agree on the end offsets.
+            waitForMarkers(bootstrap);
+
             // t9 (B) stays open until stdin closes.
             b.beginTransaction();
             send(b, 0, 9, 2);
@@ -145,6 +149,40 @@ public final class TxnWriter {
             }
             b.abortTransaction();
         }
+    }
+
+    /** Waits (up to 30 s) until every partition's last stable offset equals its high watermark. */
+    private void waitForMarkers(String bootstrap) throws Exception {
+        List<org.apache.kafka.common.TopicPartition> partitions = new java.util.ArrayList<>();
+        for (int p = 0; p < PARTITIONS; p++) {
+            partitions.add(new org.apache.kafka.common.TopicPartition(topic, p));
+        }
+        long deadline = System.nanoTime() + java.time.Duration.ofSeconds(30).toNanos();
+        try (org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]> committed = consumer(bootstrap, "read_committed");
+             org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]> uncommitted = consumer(bootstrap, "read_uncommitted")) {
+            while (true) {
+                java.util.Map<org.apache.kafka.common.TopicPartition, Long> stable =
+                    committed.endOffsets(partitions, java.time.Duration.ofSeconds(10));
+                java.util.Map<org.apache.kafka.common.TopicPartition, Long> high =
+                    uncommitted.endOffsets(partitions, java.time.Duration.ofSeconds(10));
+                if (stable.equals(high)) {
+                    return;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("transaction markers not written after 30 s: " + stable + " vs " + high);
+                }
+                Thread.sleep(50);
+            }
+        }
+    }
+
+    private static org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String isolation) {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        props.put("isolation.level", isolation);
+        props.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        props.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        return new org.apache.kafka.clients.consumer.KafkaConsumer<>(props);
     }
 
     private KafkaProducer<String, String> transactional(String bootstrap, String name) {

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::connection::{Connection, ConnectionConfig, ConnectionError};
+use crate::connection::{Connection, ConnectionConfig};
 use crate::protocol::messages::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
 use crate::protocol::messages::metadata::MetadataRequest;
 use crate::protocol::messages::Request;
@@ -158,6 +158,7 @@ impl Client {
         for attempt in 0..self.inner.config.max_attempts.max(1) {
             let connection = match self.bootstrap_connection().await {
                 Ok(connection) => connection,
+                Err(error @ ClientError::Connection(_)) => return Err(error),
                 Err(error) => {
                     last = Some(error);
                     tokio::time::sleep(self.backoff(attempt)).await;
@@ -194,7 +195,9 @@ impl Client {
                     *guard = Some(connection.clone());
                     return Ok(connection);
                 }
-                Err(error @ ConnectionError::UnsupportedVersion { .. }) => return Err(error.into()),
+                // A wrong password, a TLS mismatch or an incompatible broker will not get better
+                // on another address or attempt: report it now.
+                Err(error) if !error.is_transient() => return Err(error.into()),
                 Err(error) => last = Some(error),
             }
         }
