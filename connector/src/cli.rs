@@ -207,8 +207,7 @@ mod tests {
             "`sluice read` needs --mode bounded or --mode continuous"
         );
         let Command::Read { options, .. } =
-            parse(&args("read --config c.json --dest out --mode bounded --topics a,b --write-policy replace"))
-                .unwrap()
+            parse(&args("read --config c.json --dest out --mode bounded --topics a,b --write-policy replace")).unwrap()
         else {
             panic!("read expected");
         };

@@ -27,6 +27,7 @@
 //! | `sasl_username`, `sasl_password` | SASL credentials, required with PLAIN and SCRAM | none |
 //! | `sasl_oauth_token` | the bearer token, required with OAUTHBEARER (library users can pass a token provider instead) | none |
 //! | `sasl_allow_plaintext` | silence the warning PLAIN gives on a connection without TLS | `false` |
+//! | `preset` | `event-hubs`: with `namespace` and `connection_string_env` (the name of the variable holding the connection string), sets `brokers`, TLS and SASL PLAIN for Azure Event Hubs | none |
 //!
 //! Source fields:
 //!
@@ -270,6 +271,9 @@ const KNOWN_FIELDS: &[&str] = &[
     "fetch_max_wait_ms",
     "on_malformed",
     "destination_dir",
+    "preset",
+    "namespace",
+    "connection_string_env",
 ];
 
 impl Config {
@@ -290,6 +294,7 @@ impl Config {
         for (name, value) in fields.iter_mut() {
             substitute_in_value(name, value, &env_lookup)?;
         }
+        expand_preset(&mut fields, &env_lookup)?;
         let mut fields = Fields(fields);
 
         let brokers = fields.brokers()?;
@@ -370,6 +375,93 @@ impl Config {
             destination_dir,
         })
     }
+}
+
+/// Expands `preset` into the connection fields it stands for, before anything is validated or
+/// connected. `event-hubs` (as Lumnik documents it): `namespace` + `connection_string_env` give
+/// brokers `<namespace>.servicebus.windows.net:9093`, TLS with the system trust store, and SASL
+/// PLAIN with the fixed user `$ConnectionString` and the connection string as password.
+fn expand_preset(
+    fields: &mut Map<String, Value>,
+    env_lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<(), ConfigError> {
+    let text = |fields: &Map<String, Value>, name: &str| -> Result<Option<String>, ConfigError> {
+        match fields.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) if !text.trim().is_empty() => Ok(Some(text.trim().to_string())),
+            Some(_) => Err(ConfigError::invalid(name, format!("`{name}` must be a non-empty string"))),
+        }
+    };
+    let preset = text(fields, "preset")?;
+    let namespace = text(fields, "namespace")?;
+    let connection_string_env = text(fields, "connection_string_env")?;
+    let Some(preset) = preset else {
+        for (name, set) in
+            [("namespace", namespace.is_some()), ("connection_string_env", connection_string_env.is_some())]
+        {
+            if set {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` belongs to a preset: add `\"preset\": \"event-hubs\"` or remove `{name}`"),
+                ));
+            }
+        }
+        return Ok(());
+    };
+    if preset != "event-hubs" {
+        return Err(ConfigError::invalid(
+            "preset",
+            format!("`preset` is \"{preset}\", which Sluice does not know: the only preset is \"event-hubs\""),
+        ));
+    }
+    for name in ["brokers", "tls_enabled", "tls_ca_pem", "sasl_mechanism", "sasl_username", "sasl_password"] {
+        if fields.contains_key(name) {
+            return Err(ConfigError::invalid(
+                name,
+                format!("`{name}` cannot be combined with `preset: event-hubs`, which sets it: remove `{name}`"),
+            ));
+        }
+    }
+    let namespace = namespace.ok_or_else(|| {
+        ConfigError::invalid(
+            "namespace",
+            "`preset: event-hubs` needs `namespace`: the Event Hubs namespace, without .servicebus.windows.net",
+        )
+    })?;
+    let valid_namespace = namespace.len() <= 63
+        && namespace.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !namespace.contains(".servicebus.");
+    if !valid_namespace {
+        return Err(ConfigError::invalid(
+            "namespace",
+            format!("`namespace` is \"{namespace}\": give the bare namespace name (letters, digits and `-`), without .servicebus.windows.net"),
+        ));
+    }
+    let variable = connection_string_env.ok_or_else(|| {
+        ConfigError::invalid(
+            "connection_string_env",
+            "`preset: event-hubs` needs `connection_string_env`: the name of the environment variable holding the \
+             namespace's connection string",
+        )
+    })?;
+    let connection_string = env_lookup(&variable).filter(|value| !value.is_empty()).ok_or_else(|| {
+        ConfigError::invalid(
+            "connection_string_env",
+            format!("`connection_string_env` names {variable}, which is not set: export the Event Hubs connection string as {variable}"),
+        )
+    })?;
+    fields.remove("preset");
+    fields.remove("namespace");
+    fields.remove("connection_string_env");
+    fields.insert(
+        "brokers".to_string(),
+        Value::Array(vec![Value::String(format!("{namespace}.servicebus.windows.net:9093"))]),
+    );
+    fields.insert("tls_enabled".to_string(), Value::Bool(true));
+    fields.insert("sasl_mechanism".to_string(), Value::String("PLAIN".to_string()));
+    fields.insert("sasl_username".to_string(), Value::String("$ConnectionString".to_string()));
+    fields.insert("sasl_password".to_string(), Value::String(connection_string));
+    Ok(())
 }
 
 fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError> {
@@ -636,7 +728,9 @@ impl Fields {
                 if set {
                     return Err(ConfigError::invalid(
                         name,
-                        format!("`{name}` does not apply to OAUTHBEARER: remove it and put the token in `sasl_oauth_token`"),
+                        format!(
+                            "`{name}` does not apply to OAUTHBEARER: remove it and put the token in `sasl_oauth_token`"
+                        ),
                     ));
                 }
             }
@@ -897,6 +991,52 @@ mod tests {
         assert!(rejection(r#"{"brokers": ["a:1"], "connection_id": "has space"}"#)
             .starts_with("`connection_id` must be 1 to 128 characters"));
         assert!(rejection(r#"{"brokers": ["a:1"], "brokers": ["b:2"]}"#).contains("duplicate JSON key `brokers`"));
+    }
+
+    #[test]
+    fn event_hubs_preset_expands_to_brokers_tls_and_plain() {
+        let env = |name: &str| {
+            (name == "EH_CONN").then(|| "Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKey=k3y".to_string())
+        };
+        let config = Config::from_json_str(
+            r#"{"preset": "event-hubs", "namespace": "ns1", "connection_string_env": "EH_CONN", "topics": ["t"]}"#,
+            env,
+        )
+        .unwrap();
+        assert_eq!(config.brokers, vec![BrokerAddress { host: "ns1.servicebus.windows.net".to_string(), port: 9093 }]);
+        assert_eq!(config.tls, Some(TlsConfig { ca_pem: None, client: None }));
+        let sasl = config.sasl.as_ref().unwrap();
+        assert_eq!(sasl.mechanism, SaslMechanism::Plain);
+        assert_eq!(sasl.username, "$ConnectionString");
+        assert_eq!(sasl.password.expose(), "Endpoint=sb://ns1.servicebus.windows.net/;SharedAccessKey=k3y");
+        assert!(!format!("{config:?}").contains("k3y"));
+    }
+
+    #[test]
+    fn event_hubs_preset_inputs_are_checked_before_connecting() {
+        let env = |name: &str| (name == "EH_CONN").then(|| "Endpoint=sb://x/".to_string());
+        let rejection = |text: &str| Config::from_json_str(text, env).unwrap_err().to_string();
+        assert_eq!(
+            rejection(r#"{"preset": "confluent-cloud"}"#),
+            "`preset` is \"confluent-cloud\", which Sluice does not know: the only preset is \"event-hubs\""
+        );
+        assert!(rejection(r#"{"preset": "event-hubs", "connection_string_env": "EH_CONN"}"#)
+            .starts_with("`preset: event-hubs` needs `namespace`"));
+        assert!(rejection(r#"{"preset": "event-hubs", "namespace": "ns1"}"#)
+            .starts_with("`preset: event-hubs` needs `connection_string_env`"));
+        assert_eq!(
+            rejection(r#"{"preset": "event-hubs", "namespace": "ns1", "connection_string_env": "NOPE"}"#),
+            "`connection_string_env` names NOPE, which is not set: export the Event Hubs connection string as NOPE"
+        );
+        assert!(rejection(
+            r#"{"preset": "event-hubs", "namespace": "ns1", "connection_string_env": "EH_CONN", "brokers": ["a:1"]}"#
+        )
+        .starts_with("`brokers` cannot be combined with `preset: event-hubs`"));
+        assert!(rejection(
+            r#"{"preset": "event-hubs", "namespace": "ns1.servicebus.windows.net", "connection_string_env": "EH_CONN"}"#
+        )
+        .contains("without .servicebus.windows.net"));
+        assert!(rejection(r#"{"brokers": ["a:1"], "namespace": "ns1"}"#).starts_with("`namespace` belongs to a preset"));
     }
 
     #[test]

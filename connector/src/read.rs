@@ -36,10 +36,10 @@ use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, IsolationLevel, O
 
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
-use sluice_wire::connection::{tls, SaslSettings, TlsSettings};
-use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism as WireMechanism};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, Row, RowDecoder, RowError, TimestampType};
+use sluice_wire::connection::{tls, SaslSettings, TlsSettings};
+use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism as WireMechanism};
 
 /// Bounded or continuous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,9 @@ pub enum ReadError {
     /// The configuration asks for something this build cannot do.
     Unsupported(String),
     /// A configured topic is not in the cluster.
-    UnknownTopic { topic: String },
+    UnknownTopic {
+        topic: String,
+    },
     /// The broker reports no cluster id, or a topic has no topic id.
     MissingIdentity(String),
     Client(ClientError),
@@ -113,11 +115,25 @@ pub enum ReadError {
     /// A record does not fit its resource's schema (and `on_malformed` is `fail`).
     Row(RowError),
     /// Records were deleted (retention, DeleteRecords) before they were read.
-    RetentionLoss { topic: String, partition: i32, from: i64, to: i64 },
+    RetentionLoss {
+        topic: String,
+        partition: i32,
+        from: i64,
+        to: i64,
+    },
     /// A certified position is past the end of the partition's log.
-    PositionBeyondLog { topic: String, partition: i32, position: i64, end: i64 },
+    PositionBeyondLog {
+        topic: String,
+        partition: i32,
+        position: i64,
+        end: i64,
+    },
     /// The topic's partitions changed during a continuous session.
-    PartitionsChanged { topic: String, before: usize, after: usize },
+    PartitionsChanged {
+        topic: String,
+        before: usize,
+        after: usize,
+    },
 }
 
 impl std::fmt::Display for ReadError {
@@ -553,8 +569,8 @@ impl Session {
                 },
             }
             run.fetched = record.offset + 1;
-            let full = (run.rows.len() + run.dead_letters.len()) as u64 >= limits.max_records
-                || run.bytes >= limits.max_bytes;
+            let full =
+                (run.rows.len() + run.dead_letters.len()) as u64 >= limits.max_records || run.bytes >= limits.max_bytes;
             if full {
                 self.flush(destination, t, p)?;
             }

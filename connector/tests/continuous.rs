@@ -438,11 +438,7 @@ async fn resumes_after_sigterm_with_every_record_once() {
     let mut sluice = Sluice::start(&scratch, &config, &dest, "continuous");
     wait_for_checkpoints(&mut sluice, &dest, &topic, &[(0, 60), (1, 60)], Duration::from_secs(30)).await;
     let first = sluice.terminate().await;
-    assert!(
-        first.stdout.starts_with("stopped after 120 rows ("),
-        "first session summary: {:?}",
-        first.stdout
-    );
+    assert!(first.stdout.starts_with("stopped after 120 rows ("), "first session summary: {:?}", first.stdout);
     assert!(first.stdout.contains(&format!("from 1 topic(s) [{topic}]")), "{:?}", first.stdout);
     assert_eq!(checkpoints(&dest, &topic), Some(BTreeMap::from([(0, 60), (1, 60)])), "after the clean stop");
     assert_rows(&continuous_rows(&dest, &topic), &[(0, 0..60), (1, 0..60)]);

@@ -9,6 +9,9 @@
 #   broker.sh kill-node N [TERM|KILL]   signal cluster node N (default TERM) and wait for it to exit
 #   broker.sh restart-node N        start node N again: same command, same dirs, no reformat
 #   broker.sh java MAIN [ARGS...]   run a class from tests/java/ or .kafka/lib/ (compiles tests/java/ if stale)
+#   broker.sh start-secure CERT_DIR a separate secured KRaft node (TLS, mTLS, SASL listeners) using the
+#                                   certificates gen-certs wrote into CERT_DIR; ports in .kafka/secure/ports.env
+#   broker.sh stop-secure           stop it; idempotent
 #   broker.sh status                which nodes are running
 #
 # Everything lives in <repo>/.kafka/ (git-ignored, reused across runs):
@@ -16,6 +19,8 @@
 #   java-classes/   tests/java/*.java compiled
 #   single/         the single node: server.properties, data/ (fresh each start), logs/, broker.pid
 #   cluster/nodeN/  the same per cluster node, plus the command line for restart-node
+#   secure/         the secured node: the same files, plus ports.env (LISTENER=host:port lines and
+#                   CERT_DIR=...); certs/ inside it, when gen-certs writes there, is left alone
 # stdout carries only results (the bootstrap address, a tool's own output); progress goes to stderr.
 set -euo pipefail
 
@@ -27,6 +32,7 @@ POM="$ROOT/tests/kafka/pom.xml"
 JAVA_SRC="$ROOT/tests/java"
 SINGLE="$HOME_DIR/single"
 CLUSTER="$HOME_DIR/cluster"
+SECURE="$HOME_DIR/secure"
 HOST=127.0.0.1
 SINGLE_BOOTSTRAP="$HOST:19092"
 CLUSTER_BOOTSTRAP="$HOST:19092,$HOST:29092,$HOST:39092"
@@ -453,7 +459,150 @@ cmd_status() {
       echo "cluster node $n: stopped"
     fi
   done
+  if pid_alive "$SECURE/broker.pid"; then
+    echo "secure: running (pid $(cat "$SECURE/broker.pid")): $(grep -v '^CERT_DIR=' "$SECURE/ports.env" 2>/dev/null | tr '\n' ' ')"
+  else
+    echo "secure: stopped"
+  fi
   return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# Secured single node: TLS, mTLS and SASL listeners, apart from the plain broker.
+#
+# One KRaft combined node with its own ports, so it runs beside `start` (or the cluster's node 1,
+# which shares nothing with it either). PEM certificates go inline in server.properties. Users:
+# alice/alice-secret for PLAIN (JAAS) and for SCRAM-SHA-256/512 (added at format time).
+
+SECURE_CONTROLLER_PORT=19393
+# Listener name, port, security protocol. INTERNAL carries inter-broker traffic and readiness.
+SECURE_LISTENERS=(
+  "INTERNAL 19391 PLAINTEXT"
+  "SASL_PLAINTEXT 19392 SASL_PLAINTEXT"
+  "SSL 19394 SSL"
+  "MTLS 19395 SSL"
+  "SASL_SSL 19396 SASL_SSL"
+  "EXPIRED 19397 SSL"
+  "WRONGNAME 19398 SSL"
+  "SELFSIGNED 19399 SSL"
+)
+
+# pem_value FILE: the PEM in FILE as one properties value (newlines as \n escapes).
+pem_value() {
+  [[ -s "$1" ]] || die "missing $1 (run gen-certs into the certificate directory first)"
+  awk 'NF { printf "%s\\n", $0 }' "$1"
+}
+
+# tls_props LISTENER CERT KEY: the listener serves CERT (PEM chain) with KEY (PKCS#8).
+tls_props() {
+  local prefix="listener.name.$(echo "$1" | tr 'A-Z' 'a-z')"
+  echo "$prefix.ssl.keystore.type=PEM"
+  echo "$prefix.ssl.keystore.certificate.chain=$(pem_value "$2")"
+  echo "$prefix.ssl.keystore.key=$(pem_value "$3")"
+}
+
+cmd_start_secure() {
+  local certs="${1:-}"
+  [[ -n "$certs" ]] || die "usage: $0 start-secure CERT_DIR"
+  [[ -d "$certs" ]] || die "no certificate directory $certs"
+  certs="$(cd "$certs" && pwd)"
+  require_jars
+  if pid_alive "$SECURE/broker.pid"; then
+    say "secured broker already running (pid $(cat "$SECURE/broker.pid"))"
+    cat "$SECURE/ports.env"
+    return 0
+  fi
+  local entry name port protocol ports=("$SECURE_CONTROLLER_PORT")
+  for entry in "${SECURE_LISTENERS[@]}"; do
+    read -r name port protocol <<<"$entry"
+    ports+=("$port")
+  done
+  for port in "${ports[@]}"; do
+    port_in_use "$port" && die "port $port is in use by another process"
+  done
+  local started=$SECONDS listeners="" map="CONTROLLER:PLAINTEXT"
+  for entry in "${SECURE_LISTENERS[@]}"; do
+    read -r name port protocol <<<"$entry"
+    listeners+="$name://$HOST:$port,"
+    map+=",$name:$protocol"
+  done
+  listeners="${listeners%,}"
+  write_log_configs
+  # Fresh state each start, but keep whatever else is in the directory (the certificates).
+  rm -rf "$SECURE/data" "$SECURE/logs" "$SECURE/command" "$SECURE/ports.env" "$SECURE/server.properties"
+  mkdir -p "$SECURE/logs"
+  local jaas_scram='org.apache.kafka.common.security.scram.ScramLoginModule required;'
+  {
+    echo "process.roles=broker,controller"
+    echo "node.id=1"
+    echo "controller.quorum.bootstrap.servers=$HOST:$SECURE_CONTROLLER_PORT"
+    echo "listeners=$listeners,CONTROLLER://$HOST:$SECURE_CONTROLLER_PORT"
+    echo "advertised.listeners=$listeners,CONTROLLER://$HOST:$SECURE_CONTROLLER_PORT"
+    echo "listener.security.protocol.map=$map"
+    echo "inter.broker.listener.name=INTERNAL"
+    echo "controller.listener.names=CONTROLLER"
+    echo "log.dirs=$SECURE/data"
+    cat <<'EOF'
+num.network.threads=2
+num.io.threads=2
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+offsets.topic.num.partitions=1
+transaction.state.log.num.partitions=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
+listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.mtls.ssl.client.auth=required
+listener.name.mtls.ssl.truststore.type=PEM
+EOF
+    echo "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.mtls.ssl.truststore.certificates=$(pem_value "$certs/ca.pem")"
+    tls_props SSL "$certs/broker.pem" "$certs/broker.key"
+    tls_props MTLS "$certs/broker.pem" "$certs/broker.key"
+    tls_props SASL_SSL "$certs/broker.pem" "$certs/broker.key"
+    tls_props EXPIRED "$certs/broker-expired.pem" "$certs/broker-expired.key"
+    tls_props WRONGNAME "$certs/broker-wrongname.pem" "$certs/broker-wrongname.key"
+    tls_props SELFSIGNED "$certs/broker-selfsigned-ca.pem" "$certs/broker-selfsigned-ca.key"
+  } >"$SECURE/server.properties"
+  format_storage "$SECURE" "$(random_cluster_id)" --standalone \
+    --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
+    --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]'
+  launch "$SECURE"
+  local internal="$HOST:${SECURE_LISTENERS[0]#INTERNAL }"
+  internal="${internal% PLAINTEXT}"
+  say "started secured broker pid $(cat "$SECURE/broker.pid"); waiting for metadata on $internal"
+  wait_ready "$internal" "1" "$SECURE"
+  {
+    for entry in "${SECURE_LISTENERS[@]}"; do
+      read -r name port protocol <<<"$entry"
+      echo "$name=$HOST:$port"
+    done
+    echo "CERT_DIR=$certs"
+  } >"$SECURE/ports.env.tmp"
+  mv "$SECURE/ports.env.tmp" "$SECURE/ports.env"
+  say "secured broker ready in $((SECONDS - started)) s (logs: $SECURE/logs)"
+  cat "$SECURE/ports.env"
+}
+
+cmd_stop_secure() {
+  if [[ -n "$(broker_pids "$SECURE")" ]]; then
+    stop_dirs TERM "$SECURE"
+    say "secured broker stopped"
+  else
+    rm -f "$SECURE/broker.pid"
+    say "secured broker not running"
+  fi
+  rm -f "$SECURE/ports.env"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -484,7 +633,7 @@ cmd_java() {
 }
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -499,6 +648,8 @@ case "$cmd" in
   kill-node) cmd_kill_node "$@" ;;
   restart-node) cmd_restart_node "$@" ;;
   java) cmd_java "$@" ;;
+  start-secure) cmd_start_secure "$@" ;;
+  stop-secure) cmd_stop_secure ;;
   status) cmd_status ;;
   *) usage ;;
 esac

@@ -139,13 +139,21 @@ async fn list_offsets_earliest_latest_and_by_timestamp() {
     assert_eq!(earliest[&tp1].offset, 0);
     assert_eq!(latest[&tp1].offset, 0, "empty partition");
     let by_time = client
-        .list_offsets(std::slice::from_ref(&tp0), OffsetSpec::Timestamp(1_700_000_000_004), IsolationLevel::ReadUncommitted)
+        .list_offsets(
+            std::slice::from_ref(&tp0),
+            OffsetSpec::Timestamp(1_700_000_000_004),
+            IsolationLevel::ReadUncommitted,
+        )
         .await
         .expect("by timestamp");
     assert_eq!(by_time[&tp0].offset, 4);
     assert_eq!(by_time[&tp0].timestamp, 1_700_000_000_004);
     let after_all = client
-        .list_offsets(std::slice::from_ref(&tp0), OffsetSpec::Timestamp(1_800_000_000_000), IsolationLevel::ReadUncommitted)
+        .list_offsets(
+            std::slice::from_ref(&tp0),
+            OffsetSpec::Timestamp(1_800_000_000_000),
+            IsolationLevel::ReadUncommitted,
+        )
         .await
         .expect("by timestamp");
     assert_eq!(after_all[&tp0].offset, -1, "no record at or after the timestamp");

@@ -151,7 +151,11 @@ impl Consumer {
             for planned in plans {
                 self.state.handle_failure(&planned);
             }
-            return Err(ClientError::TopicRecreated { topic: tp.topic, old_id: old.to_string(), new_id: new.to_string() });
+            return Err(ClientError::TopicRecreated {
+                topic: tp.topic,
+                old_id: old.to_string(),
+                new_id: new.to_string(),
+            });
         }
         for planned in plans {
             let connection = match self.client.connection_to(planned.leader).await {

@@ -47,12 +47,12 @@ impl ConnectionError {
                 ConnectionError::UnexpectedEof { broker: broker.clone(), buffered: *buffered }
             }
             ConnectionError::Closed { broker } => ConnectionError::Closed { broker: broker.clone() },
-            ConnectionError::Tls { broker, message } => ConnectionError::Tls { broker: broker.clone(), message: message.clone() },
-            ConnectionError::Authentication { broker, mechanism, message } => ConnectionError::Authentication {
-                broker: broker.clone(),
-                mechanism,
-                message: message.clone(),
-            },
+            ConnectionError::Tls { broker, message } => {
+                ConnectionError::Tls { broker: broker.clone(), message: message.clone() }
+            }
+            ConnectionError::Authentication { broker, mechanism, message } => {
+                ConnectionError::Authentication { broker: broker.clone(), mechanism, message: message.clone() }
+            }
             ConnectionError::Timeout { broker, what, after } => {
                 ConnectionError::Timeout { broker: broker.clone(), what: what.clone(), after: *after }
             }

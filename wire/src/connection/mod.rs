@@ -306,9 +306,15 @@ impl Connection {
         let mut version = ApiVersionsRequest::MAX_VERSION;
         loop {
             let body = self.send_raw_at(&request, version, timeout).await?;
-            let response = ApiVersionsResponse::decode_with_fallback(version, &mut Reader::new(body)).map_err(|source| {
-                ConnectionError::Decode { broker: self.broker.to_string(), api: ApiKey::API_VERSIONS, version, source }
-            })?;
+            let response =
+                ApiVersionsResponse::decode_with_fallback(version, &mut Reader::new(body)).map_err(|source| {
+                    ConnectionError::Decode {
+                        broker: self.broker.to_string(),
+                        api: ApiKey::API_VERSIONS,
+                        version,
+                        source,
+                    }
+                })?;
             if response.error_code == ErrorCode::UNSUPPORTED_VERSION {
                 let broker_max = response
                     .api_keys

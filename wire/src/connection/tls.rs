@@ -174,15 +174,18 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, TlsErr
                 )
             })?;
             builder.with_client_auth_cert(chain, key).map_err(|e| match e {
-                rustls::Error::InconsistentKeys(_) => {
-                    error("tls_key_pem", "does not match the certificate in `tls_cert_pem`; paste the key that belongs to it")
-                }
+                rustls::Error::InconsistentKeys(_) => error(
+                    "tls_key_pem",
+                    "does not match the certificate in `tls_cert_pem`; paste the key that belongs to it",
+                ),
                 other => error("tls_key_pem", format!("cannot be used with `tls_cert_pem`: {other}")),
             })?
         }
         (None, None) => builder.with_no_client_auth(),
         (Some(_), None) => return Err(error("tls_key_pem", "is missing; mutual TLS needs the certificate's key")),
-        (None, Some(_)) => return Err(error("tls_cert_pem", "is missing; mutual TLS needs the certificate for the key")),
+        (None, Some(_)) => {
+            return Err(error("tls_cert_pem", "is missing; mutual TLS needs the certificate for the key"))
+        }
     };
     Ok(Arc::new(config))
 }
