@@ -553,7 +553,10 @@ async fn drive<S>(
                         ConnectionError::UnexpectedEof { broker: broker.to_string(), buffered: buffer.len() }
                     },
                     Ok(_) => {}
-                    Err(source) => break ConnectionError::Io { broker: broker.to_string(), source },
+                    Err(source) => break match tls::explain_after_handshake(host_of(&broker), &source) {
+                        Some(message) => ConnectionError::Tls { broker: broker.to_string(), message },
+                        None => ConnectionError::Io { broker: broker.to_string(), source },
+                    },
                 }
             }
             // `close()` sets the flag first; the loop head sees it.

@@ -201,6 +201,13 @@ pub async fn handshake(
     TlsConnector::from(config).connect(name, stream).await.map_err(|e| explain(host, &e))
 }
 
+/// Explains an I/O error that carries a TLS failure. Under TLS 1.3 the broker checks the client
+/// certificate after the client finished its side of the handshake, so a missing or rejected
+/// client certificate arrives as an alert on the first read, not during `handshake`.
+pub(crate) fn explain_after_handshake(host: &str, error: &std::io::Error) -> Option<String> {
+    error.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()).map(|_| explain(host, error))
+}
+
 /// Turns a handshake failure into what the user should check.
 fn explain(host: &str, error: &std::io::Error) -> String {
     let tls = error.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
