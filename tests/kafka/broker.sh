@@ -485,6 +485,7 @@ SECURE_LISTENERS=(
   "EXPIRED 19397 SSL"
   "WRONGNAME 19398 SSL"
   "SELFSIGNED 19399 SSL"
+  "SASL_SSL_ALL 19400 SASL_SSL"
 )
 
 # pem_value FILE: the PEM in FILE as one properties value (newlines as \n escapes).
@@ -559,6 +560,9 @@ listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-S
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
 listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
 listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl_all.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.sasl_ssl_all.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
+listener.name.sasl_ssl_all.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
 listener.name.mtls.ssl.client.auth=required
 listener.name.mtls.ssl.truststore.type=PEM
 EOF
@@ -566,10 +570,13 @@ EOF
     echo "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=$jaas_scram"
     echo "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas_scram"
     echo "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.sasl_ssl_all.scram-sha-256.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.sasl_ssl_all.scram-sha-512.sasl.jaas.config=$jaas_scram"
     echo "listener.name.mtls.ssl.truststore.certificates=$(pem_value "$certs/ca.pem")"
     tls_props SSL "$certs/broker.pem" "$certs/broker.key"
     tls_props MTLS "$certs/broker.pem" "$certs/broker.key"
     tls_props SASL_SSL "$certs/broker.pem" "$certs/broker.key"
+    tls_props SASL_SSL_ALL "$certs/broker.pem" "$certs/broker.key"
     tls_props EXPIRED "$certs/broker-expired.pem" "$certs/broker-expired.key"
     tls_props WRONGNAME "$certs/broker-wrongname.pem" "$certs/broker-wrongname.key"
     tls_props SELFSIGNED "$certs/broker-selfsigned-ca.pem" "$certs/broker-selfsigned-ca.key"
