@@ -36,7 +36,8 @@ async fn round_trip(name: &str, address: String, tls: Option<Arc<rustls::ClientC
     let records: Vec<ProduceRecord> = (0..20)
         .map(|i| ProduceRecord::new(Some(format!("k{i}").as_bytes()), Some(format!("{name} value {i}").as_bytes())))
         .collect();
-    let base = client.produce(&tp, &records, Compression::Lz4, -1).await.unwrap_or_else(|e| panic!("{name}: produce: {e}"));
+    let base =
+        client.produce(&tp, &records, Compression::Lz4, -1).await.unwrap_or_else(|e| panic!("{name}: produce: {e}"));
     assert_eq!(base, 0, "{name}");
     let mut consumer = Consumer::new(client.clone(), FetchConfig::default());
     consumer.assign(tp.clone(), 0);
@@ -85,8 +86,13 @@ async fn every_listener_and_mechanism_produces_and_reads() {
         ("scram-256", SaslMechanism::ScramSha256),
         ("scram-512", SaslMechanism::ScramSha512),
     ] {
-        round_trip(&format!("sasl_plaintext {name}"), broker.address("SASL_PLAINTEXT"), None, Some(password(mechanism)))
-            .await;
+        round_trip(
+            &format!("sasl_plaintext {name}"),
+            broker.address("SASL_PLAINTEXT"),
+            None,
+            Some(password(mechanism)),
+        )
+        .await;
         round_trip(
             &format!("sasl_ssl {name}"),
             broker.address("SASL_SSL_ALL"),
