@@ -279,6 +279,9 @@ transaction.state.log.num.partitions=1
 # Let compaction tests see the cleaner run within seconds.
 log.cleaner.backoff.ms=1000
 log.cleaner.min.compaction.lag.ms=0
+# Test fixtures use fixed timestamps (2023): with the default 7-day retention the broker would
+# delete their segments at its next retention check, in the middle of a test.
+log.retention.ms=-1
 EOF
 }
 
@@ -547,6 +550,7 @@ cmd_start_secure() {
 num.network.threads=2
 num.io.threads=2
 auto.create.topics.enable=false
+log.retention.ms=-1
 group.initial.rebalance.delay.ms=0
 offsets.topic.num.partitions=1
 transaction.state.log.num.partitions=1

@@ -40,7 +40,7 @@
 //! client can log in with works here too.
 //!
 //! Nothing here does IO except [`SaslSession::new`] for SCRAM, which reads the client nonce from
-//! `/dev/urandom` (the product targets Linux); [`SaslSession::new_with_nonce`] takes the nonce
+//! the operating system's random source (getrandom); [`SaslSession::new_with_nonce`] takes the nonce
 //! from the caller instead, for tests and other platforms.
 //!
 //! # References
@@ -322,8 +322,8 @@ impl fmt::Display for SaslError {
             SaslError::InvalidNonce { problem } => write!(f, "SCRAM client nonce not usable: {problem}"),
             SaslError::RandomSource { error } => write!(
                 f,
-                "could not read random bytes from /dev/urandom for the SCRAM client nonce ({error}); \
-                 check that /dev/urandom is readable in this environment (container, sandbox)"
+                "could not get random bytes from the operating system for the SCRAM client nonce ({error}); \
+                 check that the getrandom system call is allowed in this environment (container, sandbox)"
             ),
             SaslError::TokenProvider { message } => {
                 write!(f, "SASL OAUTHBEARER: the token provider failed to supply a token: {message}")
@@ -413,7 +413,7 @@ enum MechanismClient {
 }
 
 impl SaslSession {
-    /// A session for `mechanism`. For SCRAM it reads the client nonce from `/dev/urandom`; for
+    /// A session for `mechanism`. For SCRAM it takes the client nonce from the operating system's random source; for
     /// OAUTHBEARER it asks the token provider (if any) for a token.
     pub fn new(mechanism: SaslMechanism, credentials: &SaslCredentials) -> Result<SaslSession, SaslError> {
         SaslSession::build(mechanism, credentials, None)

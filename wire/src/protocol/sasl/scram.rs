@@ -29,8 +29,6 @@
 //! - KIP-84; Kafka `ScramSaslClient`, `ScramMechanism` (iterations 4096..=16384 on the broker).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
-use std::io::Read;
-
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use hmac::digest::KeyInit;
@@ -279,12 +277,12 @@ fn keyed<M: Mac + KeyInit>(key: &[u8], data: &[u8]) -> Result<M, SaslError> {
     Ok(mac)
 }
 
-/// A fresh client nonce: 24 bytes from `/dev/urandom`, base64 encoded.
+/// A fresh client nonce: 24 bytes from the operating system's random source (the getrandom
+/// system call on Linux, which works where no `/dev` exists, such as a `FROM scratch` image),
+/// base64 encoded.
 pub(super) fn random_nonce() -> Result<String, SaslError> {
     let mut bytes = [0u8; NONCE_RANDOM_BYTES];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut urandom| urandom.read_exact(&mut bytes))
-        .map_err(|error| SaslError::RandomSource { error: error.to_string() })?;
+    getrandom::fill(&mut bytes).map_err(|error| SaslError::RandomSource { error: error.to_string() })?;
     Ok(BASE64.encode(bytes))
 }
 
