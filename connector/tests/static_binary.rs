@@ -121,14 +121,14 @@ async fn static_binary_runs_alone_in_an_empty_root_over_plaintext() {
 #[tokio::test]
 async fn static_binary_runs_alone_in_an_empty_root_over_tls_with_scram() {
     let Some(binary) = static_binary() else { return };
-    let Some(broker) = sluice_certs_tests_free::secure_listener("SASL_SSL_ALL") else { return };
+    let Some(broker) = common::secure_listener("SASL_SSL_ALL") else { return };
     if !is_root() {
         assert!(!ci(), "CI=true but not root: the empty-root test needs chroot");
         eprintln!("SKIPPED: chroot needs root");
         return;
     }
     // Create and fill the topic through the plain INTERNAL listener of the same secured broker.
-    let internal = sluice_certs_tests_free::secure_listener("INTERNAL").expect("INTERNAL listener");
+    let internal = common::secure_listener("INTERNAL").expect("INTERNAL listener");
     let client = sluice_wire::Client::connect(sluice_wire::ClientConfig::new([internal.address.clone()]))
         .await
         .expect("connect to the secured broker's INTERNAL listener");
@@ -148,40 +148,4 @@ async fn static_binary_runs_alone_in_an_empty_root_over_tls_with_scram() {
     assert!(stdout.contains("cluster id: "), "{stdout}");
     assert_read_everything(&root, &topic);
     client.delete_topics(&[&topic]).await.expect("delete topic");
-}
-
-/// Finds the secured broker of `tests/kafka/broker.sh start-secure` without depending on the
-/// certs-tests crate (whose generator pulls in `ring`).
-mod sluice_certs_tests_free {
-    pub struct Listener {
-        pub address: String,
-        pub ca_pem: String,
-    }
-
-    pub fn secure_listener(name: &str) -> Option<Listener> {
-        let root = sluice_tests::repo_root();
-        let dir = std::env::var("SLUICE_SECURE_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|_| root.join(".kafka/secure"));
-        let dir = if dir.is_absolute() { dir } else { root.join(dir) };
-        let ports = std::fs::read_to_string(dir.join("ports.env")).ok();
-        let found = ports.as_deref().and_then(|text| {
-            let value = |key: &str| {
-                text.lines().find_map(|line| line.strip_prefix(&format!("{key}=")).map(|v| v.trim().to_string()))
-            };
-            let address = value(name)?;
-            let cert_dir = value("CERT_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| dir.join("certs"));
-            let ca_pem = std::fs::read_to_string(cert_dir.join("ca.pem")).ok()?;
-            std::net::TcpStream::connect(&address).ok()?;
-            Some(Listener { address, ca_pem })
-        });
-        if found.is_none() {
-            let reason = format!("the secured broker's {name} listener is not reachable (see {})", dir.display());
-            if super::ci() {
-                panic!("CI=true: {reason}");
-            }
-            eprintln!("SKIPPED: {reason}");
-        }
-        found
-    }
 }

@@ -434,3 +434,36 @@ pub fn bytes_json(bytes: &[u8]) -> Value {
         Err(_) => serde_json::json!({ "base64": base64(bytes) }),
     }
 }
+
+/// A listener of the secured broker (`tests/kafka/broker.sh start-secure`) and its CA.
+pub struct SecureListener {
+    pub address: String,
+    pub ca_pem: String,
+}
+
+/// Finds a listener of the secured broker through `$SLUICE_SECURE_DIR/ports.env` (default
+/// `<repo>/.kafka/secure`), or returns `None` after printing SKIPPED; fails under `CI=true`.
+pub fn secure_listener(name: &str) -> Option<SecureListener> {
+    let root = sluice_tests::repo_root();
+    let dir = std::env::var("SLUICE_SECURE_DIR").map(PathBuf::from).unwrap_or_else(|_| root.join(".kafka/secure"));
+    let dir = if dir.is_absolute() { dir } else { root.join(dir) };
+    let ports = std::fs::read_to_string(dir.join("ports.env")).ok();
+    let found = ports.as_deref().and_then(|text| {
+        let value = |key: &str| {
+            text.lines().find_map(|line| line.strip_prefix(&format!("{key}=")).map(|v| v.trim().to_string()))
+        };
+        let address = value(name)?;
+        let cert_dir = value("CERT_DIR").map(PathBuf::from).unwrap_or_else(|| dir.join("certs"));
+        let ca_pem = std::fs::read_to_string(cert_dir.join("ca.pem")).ok()?;
+        std::net::TcpStream::connect(&address).ok()?;
+        Some(SecureListener { address, ca_pem })
+    });
+    if found.is_none() {
+        let reason = format!("the secured broker's {name} listener is not reachable (see {})", dir.display());
+        if std::env::var("CI").is_ok_and(|value| value == "true") {
+            panic!("CI=true: {reason}");
+        }
+        eprintln!("SKIPPED: {reason}");
+    }
+    found
+}

@@ -244,7 +244,7 @@ impl Connection {
         if mechanism == SaslMechanism::Plain && self.config.tls.is_none() && !sasl.allow_plain_without_tls {
             eprintln!(
                 "sluice: WARNING: SASL PLAIN over a plaintext connection to {} sends the password unencrypted; \
-                 enable TLS, or set allow_plain_without_tls to silence this warning",
+                 enable TLS, or set `sasl_allow_plaintext` (library: `SaslSettings::allow_plain_without_tls`) to silence this warning",
                 self.broker
             );
         }
@@ -277,7 +277,7 @@ impl Connection {
         let mut session = SaslSession::new(mechanism, &sasl.credentials).map_err(sasl_error)?;
         let mut outgoing = session.initial_message();
         // Each mechanism finishes in a few rounds; the bound stops a broker that never does.
-        for _ in 0..8 {
+        for round in 0..8 {
             let response = self.send(&SaslAuthenticateRequest { auth_bytes: outgoing }).await?;
             if !response.error_code.is_ok() {
                 let broker_says = response.error_message.unwrap_or_else(|| response.error_code.to_string());
@@ -285,7 +285,7 @@ impl Connection {
                 return Err(ConnectionError::Authentication {
                     broker: self.broker.to_string(),
                     mechanism: mechanism.name(),
-                    message: format!("{broker_says}{ours}"),
+                    message: format!("{}: {broker_says}{ours}", rejection_cause(mechanism, round)),
                 });
             }
             match session.handle_server_message(&response.auth_bytes).map_err(sasl_error)? {
@@ -572,6 +572,24 @@ async fn drive<S>(
         let _ = request.reply.send(Err(error.duplicate()));
     }
     let _ = write_half.shutdown().await;
+}
+
+/// What a SASL rejection in `round` (0 = the first SaslAuthenticate) means. Kafka words its
+/// rejections alike on purpose, but SCRAM tells them apart by when they come: the broker looks
+/// the user up on the client-first message (round 0) and checks the password proof on the
+/// client-final message (round 1).
+fn rejection_cause(mechanism: SaslMechanism, round: usize) -> &'static str {
+    match (mechanism, round) {
+        (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512, 0) => {
+            "unknown user (or no SCRAM credentials for this mechanism): create them with kafka-configs \
+             --alter --add-config 'SCRAM-SHA-...=[password=...]' --entity-type users, or check `sasl_username`"
+        }
+        (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512, _) => "wrong password: check `sasl_password`",
+        (SaslMechanism::Plain, _) => {
+            "wrong user name or password (PLAIN does not say which): check `sasl_username` and `sasl_password`"
+        }
+        (SaslMechanism::OAuthBearer, _) => "the broker rejected the token: check `sasl_oauth_token`",
+    }
 }
 
 /// The host part of `host:port` (`[v6]:port` too), for TLS server name checks.
