@@ -189,25 +189,8 @@ pub struct ClientCertificate {
     pub key_pem: Secret,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    ScramSha256,
-    ScramSha512,
-    OAuthBearer,
-}
-
-impl SaslMechanism {
-    /// The name Kafka uses in SaslHandshake.
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
-            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
-            SaslMechanism::OAuthBearer => "OAUTHBEARER",
-        }
-    }
-}
+/// The SASL mechanisms, as the wire client names them.
+pub use sluice_wire::protocol::sasl::SaslMechanism;
 
 /// SASL is on when this is present. The username is not secret; the password (or, for
 /// OAUTHBEARER, the token, held in `password` with an empty `username`) is.

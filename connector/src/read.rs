@@ -39,7 +39,7 @@ use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, Row, RowDecoder, RowError, TimestampType};
 use sluice_wire::connection::{tls, SaslSettings, TlsSettings};
-use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism as WireMechanism};
+use sluice_wire::protocol::sasl::SaslCredentials;
 
 /// Bounded or continuous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,23 +218,11 @@ pub async fn connect(config: &Config) -> Result<Client, ReadError> {
         client_config.connection.tls = Some(tls);
     }
     if let Some(sasl) = &config.sasl {
-        let (mechanism, credentials) = match sasl.mechanism {
-            SaslMechanism::Plain => (
-                WireMechanism::Plain,
-                SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
-            ),
-            SaslMechanism::ScramSha256 => (
-                WireMechanism::ScramSha256,
-                SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
-            ),
-            SaslMechanism::ScramSha512 => (
-                WireMechanism::ScramSha512,
-                SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
-            ),
-            SaslMechanism::OAuthBearer => {
-                (WireMechanism::OAuthBearer, SaslCredentials::oauth_token(sasl.password.expose().to_string()))
-            }
+        let credentials = match sasl.mechanism {
+            SaslMechanism::OAuthBearer => SaslCredentials::oauth_token(sasl.password.expose().to_string()),
+            _ => SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
         };
+        let mechanism = sasl.mechanism;
         client_config.connection.sasl =
             Some(SaslSettings { mechanism, credentials, allow_plain_without_tls: sasl.allow_plaintext });
     }
