@@ -78,10 +78,11 @@ async fn run(command: Command) -> ExitCode {
             spawn_signal_handler(stop.clone());
             let terminal = std::io::stdout().is_terminal();
             let started = Instant::now();
-            let mut last_draw = Instant::now();
+            let mut last_draw: Option<Instant> = None;
             let mut draw = |progress: &ReadProgress| {
-                if terminal && last_draw.elapsed().as_millis() >= 100 {
-                    last_draw = Instant::now();
+                // At most ten redraws a second; the first one right away.
+                if terminal && last_draw.is_none_or(|at| at.elapsed().as_millis() >= 100) {
+                    last_draw = Some(Instant::now());
                     let mut out = std::io::stdout().lock();
                     let _ = write!(out, "\r\x1b[K{}", cli::progress_line(progress));
                     let _ = out.flush();
@@ -90,13 +91,15 @@ async fn run(command: Command) -> ExitCode {
             match read::read(&config, &options, &stop, &mut draw).await {
                 Ok(progress) => {
                     if terminal {
-                        println!();
+                        // Replace the progress line with the summary.
+                        print!("\r\x1b[K");
                     }
                     println!("{}", cli::summary_line(&progress, started.elapsed()));
                     ExitCode::SUCCESS
                 }
                 Err(error) => {
                     if terminal {
+                        // Keep the last progress line: it shows where the run stopped.
                         println!();
                     }
                     fail(&error)
