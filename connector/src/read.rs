@@ -252,7 +252,7 @@ pub async fn read(
     let connection_id = destination.connection_id(config.connection_id.as_deref())?;
     let mut session = Session::plan(&client, config, options, &mut destination, connection_id).await?;
     progress(&session.progress);
-    session.run(&client, config, options, &mut destination, stop, progress).await?;
+    session.run(&client, config, &mut destination, stop, progress).await?;
     Ok(session.progress)
 }
 
@@ -435,12 +435,10 @@ impl Session {
         &mut self,
         client: &Client,
         config: &Config,
-        options: &ReadOptions,
         destination: &mut LocalDirectory,
         stop: &StopSignal,
         progress: &mut dyn FnMut(&ReadProgress),
     ) -> Result<(), ReadError> {
-        let _ = options;
         let mut last_membership_check = Instant::now();
         loop {
             if self.mode == ReadMode::Bounded && self.topics.iter().all(|t| t.partitions.values().all(|p| p.done())) {
@@ -450,7 +448,7 @@ impl Session {
                 return Ok(());
             }
             if stop.is_stopped() {
-                self.flush_all(destination, true)?;
+                self.flush_all(destination)?;
                 for topic in &self.topics {
                     destination.finish_run(&topic.name)?;
                 }
@@ -462,7 +460,7 @@ impl Session {
                 Ok(batches) => batches,
                 Err(ClientError::OffsetOutOfRange { topic, partition, offset }) => {
                     // What was read before the loss is good data: write and certify it first.
-                    self.flush_all(destination, true)?;
+                    self.flush_all(destination)?;
                     let tp = TopicPartition::new(&topic, partition);
                     let earliest = client
                         .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, IsolationLevel::ReadCommitted)
@@ -614,7 +612,7 @@ impl Session {
         Ok(())
     }
 
-    fn flush_all(&mut self, destination: &mut LocalDirectory, _stopping: bool) -> Result<(), ReadError> {
+    fn flush_all(&mut self, destination: &mut LocalDirectory) -> Result<(), ReadError> {
         for t in 0..self.topics.len() {
             let partitions: Vec<i32> = self.topics[t].partitions.keys().copied().collect();
             for p in partitions {
@@ -644,7 +642,7 @@ impl Session {
                 let (before, after) = (topic.partitions.len(), now.partitions.len());
                 let name = topic.name.clone();
                 // Everything read so far is good data: write and certify it, then stop.
-                self.flush_all(destination, true)?;
+                self.flush_all(destination)?;
                 return Err(ReadError::PartitionsChanged { topic: name, before, after });
             }
         }
