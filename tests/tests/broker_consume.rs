@@ -271,3 +271,19 @@ async fn compacted_topic_gaps_are_skipped_and_position_reaches_the_end() {
     }
     client.delete_topics(&[&topic]).await.expect("delete topic");
 }
+
+#[tokio::test]
+async fn produce_with_acks_zero_and_one_arrives() {
+    let Some(client) = client().await else { return };
+    let topic = unique_topic("acks");
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let tp = TopicPartition::new(&topic, 0);
+    // acks=0: the broker sends no response; the call returns -1 at once.
+    assert_eq!(client.produce(&tp, &records_for(5, "zero"), Compression::Gzip, 0).await.expect("acks=0"), -1);
+    // acks=1 on the same connection: its response must not be confused with the unanswered one.
+    assert_eq!(client.produce(&tp, &records_for(5, "one"), Compression::None, 1).await.expect("acks=1"), 5);
+    let records = read_until(&client, FetchConfig::default(), &tp, 0, 10).await;
+    let expected: Vec<ProduceRecord> = records_for(5, "zero").into_iter().chain(records_for(5, "one")).collect();
+    assert_same(&expected, &records, 0);
+    client.delete_topics(&[&topic]).await.expect("delete topic");
+}
