@@ -24,9 +24,6 @@ pub enum ClientError {
     Unsupported { message: String },
     /// A record batch failed to decode (bad CRC, bad compression, over the decompression limit).
     Records { topic: String, partition: i32, source: RecordError },
-    /// A single batch is larger than the fetch limits allow the broker to send, so the position
-    /// cannot advance.
-    BatchTooLarge { topic: String, partition: i32, offset: i64, partition_max_bytes: i32 },
     /// The leader's log diverged from what this client read (an unclean leader change
     /// truncated it): records from `end_offset` on that this client may have read are gone.
     LogTruncated { topic: String, partition: i32, position: i64, end_offset: i64 },
@@ -113,11 +110,6 @@ impl std::fmt::Display for ClientError {
             ClientError::NoLeader { topic, partition } => write!(f, "{topic}-{partition} has no leader"),
             ClientError::Unsupported { message } => write!(f, "{message}"),
             ClientError::Records { topic, partition, source } => write!(f, "{topic}-{partition}: {source}"),
-            ClientError::BatchTooLarge { topic, partition, offset, partition_max_bytes } => write!(
-                f,
-                "{topic}-{partition}: the record batch at offset {offset} does not fit in a fetch response \
-                 (partition max bytes {partition_max_bytes}); raise the fetch limits"
-            ),
             ClientError::LogTruncated { topic, partition, position, end_offset } => write!(
                 f,
                 "{topic}-{partition}: the log was truncated at offset {end_offset} (an unclean leader \
