@@ -1,5 +1,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    sluice_fuzz::fuzz_one("offset_for_leader_epoch", data);
+    sluice_fuzz::fuzz_bounded("offset_for_leader_epoch", data);
 });
