@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sluice_tests::{broker_address, client, run_java, unique_topic, JavaProcess};
+use sluice_tests::{base64, broker_address, client, run_java, unique_topic, JavaProcess};
 use sluice_wire::{Client, Consumer, FetchConfig, IsolationLevel, OffsetSpec, Record, TopicPartition};
 
 /// One record as both sides print it.
@@ -21,24 +21,6 @@ struct Seen {
     key: Option<String>,
     value: Option<String>,
     headers: Vec<(String, Option<String>)>,
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 0x3f) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 fn parse_java_dump(output: &str) -> (Vec<Seen>, BTreeMap<i32, i64>) {

@@ -410,21 +410,7 @@ pub async fn high_watermarks(client: &Client, topic: &str, partitions: i32) -> B
 
 /// Standard padded base64, written independently of the connector's own encoder.
 pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 0x3f) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    sluice_tests::base64(bytes)
 }
 
 /// The row form of bytes: `{"utf8": text}` when valid UTF-8, else `{"base64": ...}`.
