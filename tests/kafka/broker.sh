@@ -2,9 +2,12 @@
 # Real Kafka brokers for Sluice's tests, run from Maven Central jars (no Docker, no tarball).
 #
 #   broker.sh fetch                 resolve the jars into .kafka/lib (skipped when up to date)
-#   broker.sh start                 one KRaft combined node: 127.0.0.1:19092 (controller 19093)
+#   broker.sh start                 one KRaft combined node: 127.0.0.1:19092 (controller 19093), plus a
+#                                   listener on 19089 advertised as 127.0.0.1:19088, where a test's
+#                                   fault-injecting proxy listens (so clients stay behind the proxy)
 #   broker.sh stop                  stop it (TERM, then KILL after a bound); idempotent
-#   broker.sh start-cluster         three combined nodes: 127.0.0.1:{1,2,3}9092 (controllers {1,2,3}9093)
+#   broker.sh start-cluster         three combined nodes: 127.0.0.1:{1,2,3}9192 (controllers {1,2,3}9193),
+#                                   replication factor 3, min.insync.replicas 2; runs beside `start`
 #   broker.sh stop-cluster          stop all three; idempotent
 #   broker.sh kill-node N [TERM|KILL]   signal cluster node N (default TERM) and wait for it to exit
 #   broker.sh restart-node N        start node N again: same command, same dirs, no reformat
@@ -35,7 +38,7 @@ CLUSTER="$HOME_DIR/cluster"
 SECURE="$HOME_DIR/secure"
 HOST=127.0.0.1
 SINGLE_BOOTSTRAP="$HOST:19092"
-CLUSTER_BOOTSTRAP="$HOST:19092,$HOST:29092,$HOST:39092"
+CLUSTER_BOOTSTRAP="$HOST:19192,$HOST:29192,$HOST:39192"
 START_TIMEOUT="${SLUICE_BROKER_START_TIMEOUT:-90}"   # seconds until the broker(s) must answer metadata
 STOP_TIMEOUT="${SLUICE_BROKER_STOP_TIMEOUT:-30}"     # seconds between SIGTERM and SIGKILL
 BROKER_JVM_OPTS=(-Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true)
@@ -269,7 +272,7 @@ common_props() {
 process.roles=broker,controller
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
 num.network.threads=2
 num.io.threads=2
 auto.create.topics.enable=false
@@ -301,9 +304,8 @@ cmd_start() {
     echo "$SINGLE_BOOTSTRAP"
     return 0
   fi
-  cluster_running && die "the three-node cluster is running; '$0 stop-cluster' first"
   local port
-  for port in 19092 19093; do
+  for port in 19092 19093 19089; do
     port_in_use "$port" && die "port $port is in use by another process"
   done
   local started=$SECONDS
@@ -313,8 +315,10 @@ cmd_start() {
   {
     echo "node.id=1"
     echo "controller.quorum.bootstrap.servers=$HOST:19093"
-    echo "listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093"
-    echo "advertised.listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093"
+    # PROXIED is advertised on 19088, where a test runs its fault-injecting proxy to 19089: a
+    # client bootstrapped there is sent back to the proxy by every metadata response.
+    echo "listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093,PROXIED://$HOST:19089"
+    echo "advertised.listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093,PROXIED://$HOST:19088"
     echo "log.dirs=$SINGLE/data"
     common_props
     cat <<'EOF'
@@ -353,7 +357,6 @@ node_dir() {
 
 cmd_start_cluster() {
   require_jars
-  pid_alive "$SINGLE/broker.pid" && die "the single node is running; '$0 stop' first"
   local n running=0
   for n in 1 2 3; do pid_alive "$CLUSTER/node$n/broker.pid" && running=$((running + 1)); done
   if ((running == 3)); then
@@ -363,7 +366,7 @@ cmd_start_cluster() {
   fi
   ((running == 0)) || die "only $running of 3 cluster nodes run; restart-node the others or stop-cluster"
   local port
-  for port in 19092 19093 29092 29093 39092 39093; do
+  for port in 19192 19193 29192 29193 39192 39193; do
     port_in_use "$port" && die "port $port is in use by another process"
   done
   local started=$SECONDS id dir dirs=()
@@ -376,13 +379,14 @@ cmd_start_cluster() {
     mkdir -p "$dir/logs"
     {
       echo "node.id=$n"
-      echo "controller.quorum.voters=1@$HOST:19093,2@$HOST:29093,3@$HOST:39093"
-      echo "listeners=PLAINTEXT://$HOST:${n}9092,CONTROLLER://$HOST:${n}9093"
-      echo "advertised.listeners=PLAINTEXT://$HOST:${n}9092,CONTROLLER://$HOST:${n}9093"
+      echo "controller.quorum.voters=1@$HOST:19193,2@$HOST:29193,3@$HOST:39193"
+      echo "listeners=PLAINTEXT://$HOST:${n}9192,CONTROLLER://$HOST:${n}9193"
+      echo "advertised.listeners=PLAINTEXT://$HOST:${n}9192,CONTROLLER://$HOST:${n}9193"
       echo "log.dirs=$dir/data"
       common_props
       cat <<'EOF'
 default.replication.factor=3
+min.insync.replicas=2
 offsets.topic.replication.factor=3
 transaction.state.log.replication.factor=3
 transaction.state.log.min.isr=2
@@ -437,13 +441,13 @@ cmd_restart_node() {
     say "node $n already running (pid $(cat "$dir/broker.pid"))"
     return 0
   fi
-  port_in_use "${n}9092" && die "port ${n}9092 is in use by another process"
+  port_in_use "${n}9192" && die "port ${n}9192 is in use by another process"
   local started=$SECONDS
   # Same command line, same directories, no reformat.
   write_log_configs
   launch "$dir"
   say "node $n restarted (pid $(cat "$dir/broker.pid")); waiting for it to serve metadata"
-  wait_ready "$HOST:${n}9092" "$n" "$dir"
+  wait_ready "$HOST:${n}9192" "$n" "$dir"
   wait_ready "$CLUSTER_BOOTSTRAP" "1 2 3" "$dir"
   say "node $n back in $((SECONDS - started)) s"
 }
@@ -457,7 +461,7 @@ cmd_status() {
   fi
   for n in 1 2 3; do
     if pid_alive "$CLUSTER/node$n/broker.pid"; then
-      echo "cluster node $n: running (pid $(cat "$CLUSTER/node$n/broker.pid")) on $HOST:${n}9092"
+      echo "cluster node $n: running (pid $(cat "$CLUSTER/node$n/broker.pid")) on $HOST:${n}9192"
     else
       echo "cluster node $n: stopped"
     fi

@@ -7,6 +7,8 @@
 //! broker answers, a test fails if `CI=true`, and otherwise prints a loud SKIPPED line: it never
 //! passes quietly without having talked to Kafka.
 
+pub mod checker;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
