@@ -42,6 +42,11 @@
 //! | `fetch_max_bytes` | Fetch request limit | `4194304` (4 MiB) |
 //! | `partition_max_bytes` | Fetch limit per partition, at most `fetch_max_bytes` | `1048576` (1 MiB) |
 //! | `fetch_max_wait_ms` | how long the broker may hold a Fetch waiting for data | `500` |
+//! | `request_timeout_ms` | how long one request may wait for its response before the connection is dropped and the request retried | `30000` |
+//! | `connect_timeout_ms` | how long a TCP connect (plus TLS and SASL handshakes) may take | `10000` |
+//! | `retry_backoff_ms` | first pause before retrying a retriable failure (lost connection, timeout, leader change); doubles per attempt | `100` |
+//! | `retry_backoff_max_ms` | the longest pause between retries | `2000` |
+//! | `retry_max_attempts` | consecutive failed attempts of one operation before the run fails | `20` |
 //! | `on_malformed` | `fail`, or `dead_letter` to set aside a record that breaks the schema and go on | `fail` |
 //! | `destination_dir` | the embedded destination's directory | `sluice-output` |
 //!
@@ -83,6 +88,7 @@ pub struct Config {
     pub connection_id: Option<String>,
     pub epoch: EpochLimits,
     pub fetch: FetchLimits,
+    pub network: NetworkLimits,
     pub on_malformed: OnMalformed,
     pub destination_dir: PathBuf,
 }
@@ -223,6 +229,16 @@ pub struct EpochLimits {
     pub max_ms: u64,
 }
 
+/// Timeouts and retries of the connection to the brokers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetworkLimits {
+    pub request_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub retry_backoff_ms: u64,
+    pub retry_backoff_max_ms: u64,
+    pub retry_max_attempts: u32,
+}
+
 /// Fetch request limits. Kafka may still return one oversized first record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchLimits {
@@ -252,6 +268,11 @@ const KNOWN_FIELDS: &[&str] = &[
     "fetch_max_bytes",
     "partition_max_bytes",
     "fetch_max_wait_ms",
+    "request_timeout_ms",
+    "connect_timeout_ms",
+    "retry_backoff_ms",
+    "retry_backoff_max_ms",
+    "retry_max_attempts",
     "on_malformed",
     "destination_dir",
     "preset",
@@ -331,6 +352,24 @@ impl Config {
                 ),
             ));
         }
+        // A day at most: beyond that a "timeout" no longer bounds anything a user would wait for.
+        let day = 86_400_000;
+        let network = NetworkLimits {
+            request_timeout_ms: fields.positive("request_timeout_ms", 30_000, day)?,
+            connect_timeout_ms: fields.positive("connect_timeout_ms", 10_000, day)?,
+            retry_backoff_ms: fields.positive("retry_backoff_ms", 100, day)?,
+            retry_backoff_max_ms: fields.positive("retry_backoff_max_ms", 2_000, day)?,
+            retry_max_attempts: fields.positive("retry_max_attempts", 20, 1_000_000)? as u32,
+        };
+        if network.retry_backoff_max_ms < network.retry_backoff_ms {
+            return Err(ConfigError::invalid(
+                "retry_backoff_max_ms",
+                format!(
+                    "`retry_backoff_max_ms` ({}) is below `retry_backoff_ms` ({}): raise it or lower `retry_backoff_ms`",
+                    network.retry_backoff_max_ms, network.retry_backoff_ms
+                ),
+            ));
+        }
         let on_malformed = match fields.string("on_malformed")?.as_deref() {
             None | Some("fail") => OnMalformed::Fail,
             Some("dead_letter") => OnMalformed::DeadLetter,
@@ -354,6 +393,7 @@ impl Config {
             connection_id,
             epoch,
             fetch,
+            network,
             on_malformed,
             destination_dir,
         })
@@ -834,8 +874,43 @@ mod tests {
         assert_eq!(config.connection_id, None);
         assert_eq!(config.fetch, FetchLimits { max_bytes: 4 << 20, partition_max_bytes: 1 << 20, max_wait_ms: 500 });
         assert_eq!(config.epoch, EpochLimits { max_records: 10_000, max_bytes: 16 << 20, max_ms: 1000 });
+        assert_eq!(
+            config.network,
+            NetworkLimits {
+                request_timeout_ms: 30_000,
+                connect_timeout_ms: 10_000,
+                retry_backoff_ms: 100,
+                retry_backoff_max_ms: 2_000,
+                retry_max_attempts: 20
+            }
+        );
         assert_eq!(config.on_malformed, OnMalformed::Fail);
         assert_eq!(config.destination_dir, PathBuf::from("sluice-output"));
+    }
+
+    #[test]
+    fn network_limits_are_read_and_checked() {
+        let config = parse(
+            r#"{"brokers": ["b:1"], "request_timeout_ms": 1500, "connect_timeout_ms": "700",
+                "retry_backoff_ms": 50, "retry_backoff_max_ms": 400, "retry_max_attempts": 1000}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.network,
+            NetworkLimits {
+                request_timeout_ms: 1500,
+                connect_timeout_ms: 700,
+                retry_backoff_ms: 50,
+                retry_backoff_max_ms: 400,
+                retry_max_attempts: 1000
+            }
+        );
+        let error = parse(r#"{"brokers": ["b:1"], "retry_backoff_ms": 500, "retry_backoff_max_ms": 400}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`retry_backoff_max_ms` (400) is below `retry_backoff_ms` (500)"), "{error}");
+        let error = parse(r#"{"brokers": ["b:1"], "request_timeout_ms": 0}"#).unwrap_err().to_string();
+        assert!(error.contains("`request_timeout_ms` must be a whole number from 1"), "{error}");
     }
 
     #[test]

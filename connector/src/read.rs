@@ -208,6 +208,11 @@ const MEMBERSHIP_CHECK: Duration = Duration::from_secs(5);
 pub async fn connect(config: &Config) -> Result<Client, ReadError> {
     let mut client_config = ClientConfig::new(config.brokers.iter().map(ToString::to_string));
     client_config.connection.client_id = config.client_id.clone();
+    client_config.connection.request_timeout = Duration::from_millis(config.network.request_timeout_ms);
+    client_config.connection.connect_timeout = Duration::from_millis(config.network.connect_timeout_ms);
+    client_config.retry_backoff = Duration::from_millis(config.network.retry_backoff_ms);
+    client_config.retry_backoff_max = Duration::from_millis(config.network.retry_backoff_max_ms);
+    client_config.max_attempts = config.network.retry_max_attempts;
     if let Some(tls) = &config.tls {
         let settings = TlsSettings {
             ca_pem: tls.ca_pem.as_ref().map(|pem| pem.expose().to_string()),

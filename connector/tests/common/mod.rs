@@ -10,7 +10,10 @@
 //!   [`checkpoint_store`], [`bounded_checkpoints`], [`continuous_checkpoints`], [`bounded_run`].
 //! * The broker: [`create_topic`], [`produce`], [`produce_json`], [`produce_values`], [`record`],
 //!   [`end_offsets`], [`start_offsets`].
+//! * A run in the background to signal, kill or wait on: [`running::RunningSluice`].
 #![allow(dead_code)]
+
+pub mod running;
 
 use std::collections::BTreeMap;
 use std::io::Read;

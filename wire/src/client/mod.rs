@@ -37,8 +37,10 @@ pub struct ClientConfig {
     /// `host:port` addresses to bootstrap from; any one that answers is enough.
     pub bootstrap: Vec<String>,
     pub connection: ConnectionConfig,
-    /// Pause between retries of a retriable error.
+    /// First pause before retrying a retriable error; doubles per attempt up to
+    /// `retry_backoff_max`.
     pub retry_backoff: Duration,
+    pub retry_backoff_max: Duration,
     /// Attempts for one operation before its last error is raised.
     pub max_attempts: u32,
 }
@@ -49,6 +51,7 @@ impl ClientConfig {
             bootstrap: bootstrap.into_iter().map(Into::into).collect(),
             connection: ConnectionConfig::default(),
             retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_secs(2),
             max_attempts: 20,
         }
     }
@@ -231,9 +234,9 @@ impl Client {
     }
 
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        // Exponential from the configured backoff, capped at 2 s.
-        let factor = 1u32 << attempt.min(5);
-        (self.inner.config.retry_backoff * factor).min(Duration::from_secs(2))
+        // Exponential from the configured backoff, capped by the configured maximum.
+        let factor = 1u32 << attempt.min(16);
+        self.inner.config.retry_backoff.saturating_mul(factor).min(self.inner.config.retry_backoff_max)
     }
 
     /// The leader of each partition, refreshing metadata once for partitions without one.
