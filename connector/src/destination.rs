@@ -624,9 +624,12 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError
     let mut file = File::create(&temporary).map_err(io_error("create", &temporary))?;
     file.write_all(contents).map_err(io_error("write", &temporary))?;
     file.flush().map_err(io_error("write", &temporary))?;
+    crate::fault::point("file.written");
     file.sync_all().map_err(io_error("sync", &temporary))?;
     drop(file);
+    crate::fault::point("file.synced");
     fs::rename(&temporary, path).map_err(io_error("rename into place", path))?;
+    crate::fault::point("file.renamed");
     sync_dir(dir)
 }
 

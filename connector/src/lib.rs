@@ -10,11 +10,13 @@
 //! * [`checkpoint`]: per-partition checkpoints, incarnations and event ids.
 //! * [`rows`]: the schema of a resource and the row each record becomes.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
+//! * [`fault`]: crash points for the reliability tests (compiled in only with `fault-points`).
 
 pub mod checkpoint;
 pub mod cli;
 pub mod config;
 pub mod destination;
+pub mod fault;
 pub mod json;
 pub mod read;
 pub mod rows;

@@ -361,6 +361,7 @@ impl Session {
                 ReadMode::Continuous => RunKind::Continuous,
             };
             let certified = destination.begin_run(&name, kind, &incarnation)?;
+            crate::fault::point("run.begun");
             let tps: Vec<TopicPartition> = info.partitions.keys().map(|p| TopicPartition::new(&name, *p)).collect();
             let earliest = client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await?;
             let latest = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await?;
@@ -447,6 +448,7 @@ impl Session {
         let mut last_membership_check = Instant::now();
         loop {
             if self.mode == ReadMode::Bounded && self.topics.iter().all(|t| t.partitions.values().all(|p| p.done())) {
+                crate::fault::point("run.finishing");
                 for topic in &self.topics {
                     destination.finish_run(&topic.name)?;
                 }
@@ -600,7 +602,9 @@ impl Session {
             dead_letters: &run.dead_letters,
         };
         destination.write_epoch(&topic.name, &epoch)?;
+        crate::fault::point("epoch.written");
         destination.certify(&topic.name, &BTreeMap::from([(p, NextOffset(run.fetched))]))?;
+        crate::fault::point("epoch.certified");
         let stats = &mut self.progress.topics[topic.index];
         stats.rows += run.rows.len() as u64;
         stats.dead_letters += run.dead_letters.len() as u64;

@@ -1,0 +1,60 @@
+//! Crash points for the reliability tests: named places in the write path where a test can make
+//! the process die as abruptly as `kill -9` (no destructors, no flushing), deterministically.
+//!
+//! Compiled in only with the `fault-points` feature. The connector's integration tests enable it
+//! (a dev-dependency of the crate on itself), so `cargo test` builds a `sluice` binary that has
+//! them; `cargo build -p sluice` and the release scripts build one where [`point`] is an empty
+//! inline function. `scripts/check-deps.sh` checks that the shipped static binary has none.
+//!
+//! A test sets `SLUICE_FAULT_POINT=<name>:<n>`: the `n`-th time (counting from 1) the process
+//! reaches the point `name`, it aborts. The points:
+//!
+//! | name | where |
+//! | - | - |
+//! | `file.written` | a destination file's temporary copy is written, not yet fsynced |
+//! | `file.synced` | ... fsynced, not yet renamed into place |
+//! | `file.renamed` | ... renamed into place, directory not yet fsynced |
+//! | `epoch.written` | an epoch's segment is in place, its checkpoint not yet certified |
+//! | `epoch.certified` | the checkpoint is certified, the read loop has not moved on |
+//! | `run.begun` | a topic's run is recorded (bounded: earlier output cleared), nothing read yet |
+//! | `run.finishing` | a bounded run read everything, `finish_run` not yet called |
+
+/// The environment variable that arms one point.
+pub const ENV: &str = "SLUICE_FAULT_POINT";
+
+#[cfg(feature = "fault-points")]
+mod armed {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    static ARMED: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+
+    fn armed() -> &'static Option<(String, u64)> {
+        ARMED.get_or_init(|| {
+            let value = std::env::var(super::ENV).ok()?;
+            let (name, count) = value.rsplit_once(':').unwrap_or((value.as_str(), "1"));
+            let count = count.parse().ok().filter(|n| *n >= 1)?;
+            Some((name.to_string(), count))
+        })
+    }
+
+    pub fn point(name: &'static str) {
+        if let Some((armed, count)) = armed() {
+            if armed == name && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *count {
+                eprintln!("sluice: fault point {name} reached ({count}); aborting");
+                std::process::abort();
+            }
+        }
+    }
+}
+
+/// Marks a crash point (see the module docs). Does nothing unless built with `fault-points` and
+/// armed through [`ENV`].
+#[inline(always)]
+pub fn point(name: &'static str) {
+    #[cfg(feature = "fault-points")]
+    armed::point(name);
+    #[cfg(not(feature = "fault-points"))]
+    let _ = name;
+}
