@@ -36,4 +36,16 @@ for package in sluice-wire sluice; do
   check "$package (C-free: --no-default-features --features graviola)" "$c_free" \
     -p "$package" --no-default-features --features graviola
 done
+
+# The crash points of the reliability tests (connector/src/fault.rs) must not be in the shipped
+# binary: `cargo build -p sluice` leaves the `fault-points` feature off.
+static_binary="target/x86_64-unknown-linux-musl/release/sluice"
+if [[ -f "$static_binary" ]]; then
+  if grep -q "SLUICE_FAULT_POINT\|fault point" "$static_binary"; then
+    echo "check-deps: $static_binary contains the test-only crash points (fault-points feature)" >&2
+    failed=1
+  else
+    echo "check-deps: $static_binary: no crash points"
+  fi
+fi
 exit "$failed"

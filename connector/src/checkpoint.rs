@@ -1,7 +1,7 @@
 //! Checkpoints and incarnations: what progress is, and whose progress it is.
 //!
 //! * A **checkpoint** is per partition: `{"kind": "kafka.partition.next_offset", "version": 0,
-//!   "next_offset": N}`. A record at offset `n` gives position `n + 1`; `0` is a valid initial
+//!   "next_offset": N, "leader_epoch": E}` (`leader_epoch` when known: see [`NextOffset`]). A record at offset `n` gives position `n + 1`; `0` is a valid initial
 //!   frontier (nothing read yet from a partition that starts at offset 0). Offset gaps from
 //!   compaction or transaction markers are valid.
 //! * An **incarnation** names the stream the checkpoints belong to: the stable source connection
@@ -92,16 +92,34 @@ impl std::error::Error for IncarnationMismatch {}
 
 /// Progress of one partition: the next offset to read. Serialises as the versioned
 /// `kafka.partition.next_offset` object described in the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NextOffset(pub i64);
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextOffset {
+    /// The offset to read next.
+    pub offset: i64,
+    /// The partition leader epoch of the batch the position was reached in, when known. Given
+    /// back to the broker on resume (Fetch's LastFetchedEpoch), it makes a log truncated under
+    /// the position (an unclean leader election while Sluice was stopped) fail the run instead
+    /// of silently reading the records written over the lost offsets.
+    pub leader_epoch: Option<i32>,
+}
 
 impl NextOffset {
     pub const KIND: &'static str = "kafka.partition.next_offset";
     pub const VERSION: u32 = 0;
 
+    /// A position with no known leader epoch (an initial frontier).
+    pub fn at(offset: i64) -> NextOffset {
+        NextOffset { offset, leader_epoch: None }
+    }
+
+    /// A position reached in a batch of leader epoch `epoch` (-1, Kafka's "unknown", gives none).
+    pub fn at_epoch(offset: i64, epoch: i32) -> NextOffset {
+        NextOffset { offset, leader_epoch: (epoch >= 0).then_some(epoch) }
+    }
+
     /// The position after reading the record at `offset`.
     pub fn after(offset: i64) -> NextOffset {
-        NextOffset(offset + 1)
+        NextOffset::at(offset + 1)
     }
 }
 
@@ -111,12 +129,20 @@ struct NextOffsetJson {
     kind: String,
     version: u32,
     next_offset: i64,
+    /// Optional within version 0: checkpoints written before it was added have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    leader_epoch: Option<i32>,
 }
 
 impl Serialize for NextOffset {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        NextOffsetJson { kind: Self::KIND.to_string(), version: Self::VERSION, next_offset: self.0 }
-            .serialize(serializer)
+        NextOffsetJson {
+            kind: Self::KIND.to_string(),
+            version: Self::VERSION,
+            next_offset: self.offset,
+            leader_epoch: self.leader_epoch,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -135,7 +161,10 @@ impl<'de> Deserialize<'de> for NextOffset {
         if json.next_offset < 0 {
             return Err(serde::de::Error::custom(format!("checkpoint next_offset {} is negative", json.next_offset)));
         }
-        Ok(NextOffset(json.next_offset))
+        if json.leader_epoch.is_some_and(|epoch| epoch < 0) {
+            return Err(serde::de::Error::custom("checkpoint leader_epoch is negative"));
+        }
+        Ok(NextOffset { offset: json.next_offset, leader_epoch: json.leader_epoch })
     }
 }
 
@@ -160,9 +189,18 @@ mod tests {
     fn checkpoint_json_is_versioned_next_offset() {
         let json = serde_json::to_string(&NextOffset::after(41)).unwrap();
         assert_eq!(json, r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":42}"#);
-        assert_eq!(serde_json::from_str::<NextOffset>(&json).unwrap(), NextOffset(42));
+        assert_eq!(serde_json::from_str::<NextOffset>(&json).unwrap(), NextOffset::at(42));
         let zero = r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":0}"#;
-        assert_eq!(serde_json::from_str::<NextOffset>(zero).unwrap(), NextOffset(0));
+        assert_eq!(serde_json::from_str::<NextOffset>(zero).unwrap(), NextOffset::at(0));
+        let with_epoch = serde_json::to_string(&NextOffset::at_epoch(9, 4)).unwrap();
+        assert_eq!(
+            with_epoch,
+            r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":9,"leader_epoch":4}"#
+        );
+        assert_eq!(serde_json::from_str::<NextOffset>(&with_epoch).unwrap(), NextOffset::at_epoch(9, 4));
+        assert_eq!(NextOffset::at_epoch(9, -1), NextOffset::at(9));
+        let negative = r#"{"kind":"kafka.partition.next_offset","version":0,"next_offset":9,"leader_epoch":-2}"#;
+        assert!(serde_json::from_str::<NextOffset>(negative).is_err());
         let future = r#"{"kind":"kafka.partition.next_offset","version":1,"next_offset":3}"#;
         let error = serde_json::from_str::<NextOffset>(future).unwrap_err().to_string();
         assert!(error.contains("written by another Sluice version"), "{error}");

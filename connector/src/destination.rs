@@ -405,9 +405,9 @@ impl Destination for LocalDirectory {
                     }
                     match positions.get(&name.partition) {
                         None => Ok(true),
-                        Some(&NextOffset(next)) if name.first >= next => Ok(true),
-                        Some(&NextOffset(next)) if name.last < next => Ok(false),
-                        Some(&NextOffset(next)) => Err(DestinationError::SegmentStraddlesCheckpoint {
+                        Some(&NextOffset { offset: next, .. }) if name.first >= next => Ok(true),
+                        Some(&NextOffset { offset: next, .. }) if name.last < next => Ok(false),
+                        Some(&NextOffset { offset: next, .. }) => Err(DestinationError::SegmentStraddlesCheckpoint {
                             path: path.to_path_buf(),
                             next_offset: next,
                         }),
@@ -526,14 +526,20 @@ impl Destination for LocalDirectory {
         };
         checkpoints.incarnation.check_same(topic, &active.incarnation)?;
         for (&partition, &next) in positions {
+            let mut next = next;
             if let Some(&certified) = checkpoints.partitions.get(&partition) {
-                if next < certified {
+                if next.offset < certified.offset {
                     return Err(DestinationError::CheckpointRegression {
                         topic: topic.to_string(),
                         partition,
-                        certified: certified.0,
-                        requested: next.0,
+                        certified: certified.offset,
+                        requested: next.offset,
                     });
+                }
+                // Certifying the same position again without an epoch (an initial frontier)
+                // must not forget the epoch it was reached in.
+                if next.offset == certified.offset && next.leader_epoch.is_none() {
+                    next = certified;
                 }
             }
             checkpoints.partitions.insert(partition, next);
@@ -723,7 +729,7 @@ mod tests {
     }
 
     fn positions(entries: &[(i32, i64)]) -> BTreeMap<i32, NextOffset> {
-        entries.iter().map(|&(p, n)| (p, NextOffset(n))).collect()
+        entries.iter().map(|&(p, n)| (p, NextOffset::at(n))).collect()
     }
 
     /// Every (partition, offset) in the topic's segments, sorted, duplicates kept.

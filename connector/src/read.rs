@@ -277,6 +277,11 @@ struct PartitionRun {
     certified: i64,
     /// Fetch position after the records collected so far.
     fetched: i64,
+    /// Leader epoch of the last batch fetched (-1 unknown), certified with the position. It is
+    /// the epoch of the whole last fetch response, which for an epoch cut inside a response may
+    /// be newer than the epoch of the record before `fetched`; the broker's divergence check
+    /// stays correct with a newer epoch (its end offset is then past the position anyway).
+    fetched_epoch: i32,
     end: Option<i64>,
     rows: Vec<Row>,
     dead_letters: Vec<DeadLetter>,
@@ -285,10 +290,11 @@ struct PartitionRun {
 }
 
 impl PartitionRun {
-    fn new(position: i64, end: Option<i64>) -> Self {
+    fn new(position: i64, epoch: i32, end: Option<i64>) -> Self {
         PartitionRun {
             certified: position,
             fetched: position,
+            fetched_epoch: epoch,
             end,
             rows: Vec::new(),
             dead_letters: Vec::new(),
@@ -369,14 +375,14 @@ impl Session {
             for tp in &tps {
                 let log_start = earliest.get(tp).map_or(0, |o| o.offset);
                 let stable = latest.get(tp).map_or(0, |o| o.offset);
-                let (position, end) = match options.mode {
-                    ReadMode::Bounded => (log_start, Some(stable)),
+                let (position, epoch, end) = match options.mode {
+                    ReadMode::Bounded => (log_start, -1, Some(stable)),
                     ReadMode::Continuous => {
-                        let position = match certified.get(&tp.partition) {
-                            Some(NextOffset(position)) => *position,
+                        let (position, epoch) = match certified.get(&tp.partition) {
+                            Some(next) => (next.offset, next.leader_epoch.unwrap_or(-1)),
                             None => match config.start_position {
-                                StartPosition::Earliest => log_start,
-                                StartPosition::Latest => stable,
+                                StartPosition::Earliest => (log_start, -1),
+                                StartPosition::Latest => (stable, -1),
                             },
                         };
                         if position < log_start {
@@ -400,19 +406,21 @@ impl Session {
                                 end: high,
                             });
                         }
-                        (position, None)
+                        (position, epoch, None)
                     }
                 };
-                partitions.insert(tp.partition, PartitionRun::new(position, end));
+                partitions.insert(tp.partition, PartitionRun::new(position, epoch, end));
             }
             // Step 3: initial frontiers, idle partitions included, before any record is read.
-            let frontiers: BTreeMap<i32, NextOffset> =
-                partitions.iter().map(|(p, run)| (*p, NextOffset(run.certified))).collect();
+            let frontiers: BTreeMap<i32, NextOffset> = partitions
+                .iter()
+                .map(|(p, run)| (*p, NextOffset::at_epoch(run.certified, run.fetched_epoch)))
+                .collect();
             destination.certify(&name, &frontiers)?;
             for (partition, run) in &partitions {
                 if !run.done() {
                     let tp = TopicPartition::new(&name, *partition);
-                    consumer.assign(tp.clone(), run.certified);
+                    consumer.assign_at_epoch(tp.clone(), run.certified, run.fetched_epoch);
                     consumer.pin_topic_id(&tp, info.topic_id);
                 }
             }
@@ -524,8 +532,12 @@ impl Session {
         let tp = &batch.topic_partition;
         let Some(t) = self.topics.iter().position(|topic| topic.name == tp.topic) else { return Ok(false) };
         let p = tp.partition;
-        let (fetched, end) = match self.topics[t].partitions.get(&p) {
-            Some(run) if !run.done() && batch.next_offset > run.fetched => (run.fetched, run.end.unwrap_or(i64::MAX)),
+        let (fetched, end) = match self.topics[t].partitions.get_mut(&p) {
+            Some(run) if !run.done() && batch.next_offset > run.fetched => {
+                // Before any epoch is cut from this batch: see `PartitionRun::fetched_epoch`.
+                run.fetched_epoch = run.fetched_epoch.max(batch.last_fetched_epoch);
+                (run.fetched, run.end.unwrap_or(i64::MAX))
+            }
             _ => return Ok(false),
         };
         let limits = config.epoch;
@@ -603,7 +615,8 @@ impl Session {
         };
         destination.write_epoch(&topic.name, &epoch)?;
         crate::fault::point("epoch.written");
-        destination.certify(&topic.name, &BTreeMap::from([(p, NextOffset(run.fetched))]))?;
+        destination
+            .certify(&topic.name, &BTreeMap::from([(p, NextOffset::at_epoch(run.fetched, run.fetched_epoch))]))?;
         crate::fault::point("epoch.certified");
         let stats = &mut self.progress.topics[topic.index];
         stats.rows += run.rows.len() as u64;

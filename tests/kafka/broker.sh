@@ -10,7 +10,8 @@
 #                                   replication factor 3, min.insync.replicas 2; runs beside `start`
 #   broker.sh stop-cluster          stop all three; idempotent
 #   broker.sh kill-node N [TERM|KILL]   signal cluster node N (default TERM) and wait for it to exit
-#   broker.sh restart-node N        start node N again: same command, same dirs, no reformat
+#   broker.sh restart-node N [--alone]  start node N again: same command, same dirs, no reformat;
+#                                   waits for all three nodes in metadata unless --alone
 #   broker.sh java MAIN [ARGS...]   run a class from tests/java/ or .kafka/lib/ (compiles tests/java/ if stale)
 #   broker.sh start-secure CERT_DIR a separate secured KRaft node (TLS, mTLS, SASL listeners) using the
 #                                   certificates gen-certs wrote into CERT_DIR; ports in .kafka/secure/ports.env
@@ -118,6 +119,10 @@ appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.stderr.ref = STDERR
+# The reliability tests' producer rides out broker failures; the client's per-retry warnings
+# would drown the test output.
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = ERROR
 EOF
   # Short timeouts for the readiness probe, so one attempt never hangs for a minute.
   cat >"$HOME_DIR/probe.properties" <<'EOF'
@@ -448,7 +453,8 @@ cmd_restart_node() {
   launch "$dir"
   say "node $n restarted (pid $(cat "$dir/broker.pid")); waiting for it to serve metadata"
   wait_ready "$HOST:${n}9192" "$n" "$dir"
-  wait_ready "$CLUSTER_BOOTSTRAP" "1 2 3" "$dir"
+  # --alone: other nodes are down on purpose (an unclean election test); don't wait for them.
+  [[ "${2:-}" == --alone ]] || wait_ready "$CLUSTER_BOOTSTRAP" "1 2 3" "$dir"
   say "node $n back in $((SECONDS - started)) s"
 }
 

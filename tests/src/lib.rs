@@ -40,6 +40,40 @@ pub async fn client() -> Option<Client> {
     }
 }
 
+/// The bootstrap addresses of the three-node test cluster (`tests/kafka/broker.sh start-cluster`),
+/// from `SLUICE_CLUSTER` or the script's default ports.
+pub fn cluster_address() -> String {
+    std::env::var("SLUICE_CLUSTER").unwrap_or_else(|_| "127.0.0.1:19192,127.0.0.1:29192,127.0.0.1:39192".to_string())
+}
+
+/// Connects to the three-node cluster, with the same rule as [`client`]: fails when `CI=true`
+/// and the cluster is unreachable, else prints SKIPPED and returns `None`.
+pub async fn cluster_client() -> Option<Client> {
+    let address = cluster_address();
+    let mut config = ClientConfig::new(address.split(',').map(str::to_string));
+    config.max_attempts = 3;
+    match Client::connect(config).await {
+        Ok(client) => Some(client),
+        Err(error) => {
+            if std::env::var("CI").is_ok_and(|value| value == "true") {
+                panic!("CI=true and the three-node Kafka cluster at {address} is unreachable: {error}");
+            }
+            eprintln!("SKIPPED: no Kafka cluster at {address} ({error}); start one with `tests/kafka/broker.sh start-cluster`");
+            None
+        }
+    }
+}
+
+/// Runs `tests/kafka/broker.sh <args>` to completion; panics when it fails.
+pub fn broker_script(args: &[&str]) {
+    let status = Command::new("bash")
+        .arg(repo_root().join("tests/kafka/broker.sh"))
+        .args(args)
+        .status()
+        .expect("run tests/kafka/broker.sh");
+    assert!(status.success(), "tests/kafka/broker.sh {args:?} failed: {status:?}");
+}
+
 /// A client with default retry settings, for tests that need them.
 pub async fn client_with(config: impl FnOnce(&mut ClientConfig)) -> Option<Client> {
     let client = client().await?;

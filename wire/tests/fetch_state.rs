@@ -728,6 +728,33 @@ fn diverging_epoch_raises_log_truncated() {
     assert_eq!(state.position(&tp(ORDERS, 0)), Some(82));
 }
 
+/// The epoch a partition was assigned at goes out as LastFetchedEpoch; a diverging epoch whose
+/// end offset is at or past the position loses nothing: the client adopts that epoch and reads on.
+#[test]
+fn assigned_epoch_is_sent_and_a_divergence_past_the_position_is_not_a_truncation() {
+    let metadata = single_leader();
+    let mut state = state(IsolationLevel::ReadUncommitted);
+    state.assign_at_epoch(tp(ORDERS, 0), 80, 7);
+    let planned = plan_one(&mut state, &metadata);
+    let sent: Vec<i32> =
+        planned.request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.last_fetched_epoch)).collect();
+    assert_eq!(sent, vec![7]);
+    let data =
+        PartitionData { diverging_epoch: Some(EpochEndOffset { epoch: 6, end_offset: 80 }), ..partition(0, None) };
+    let outcome = state.handle_response(&planned, response(vec![named(ORDERS, vec![data])]));
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    assert_eq!(state.position(&tp(ORDERS, 0)), Some(80));
+    let planned = plan_one(&mut state, &metadata);
+    let sent: Vec<i32> =
+        planned.request.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.last_fetched_epoch)).collect();
+    assert_eq!(sent, vec![6], "the leader's epoch is adopted");
+    let outcome = state.handle_response(
+        &planned,
+        response(vec![named(ORDERS, vec![partition(0, Some(concat(&[data_batch(80, 2, 9)])))])]),
+    );
+    assert_eq!(outcome.batches[0].last_fetched_epoch, 9, "batches report the epoch they were read in");
+}
+
 #[test]
 fn top_level_error_reads_nothing_and_frees_partitions() {
     let metadata = single_leader();

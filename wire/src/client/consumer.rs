@@ -48,6 +48,12 @@ impl Consumer {
         self.state.assign(topic_partition, offset);
     }
 
+    /// Like [`Consumer::assign`], resuming with the leader epoch stored with the position (see
+    /// [`FetchState::assign_at_epoch`]), so that a log truncated under it is detected.
+    pub fn assign_at_epoch(&mut self, topic_partition: TopicPartition, offset: i64, last_fetched_epoch: i32) {
+        self.state.assign_at_epoch(topic_partition, offset, last_fetched_epoch);
+    }
+
     /// Requires `topic_partition` to keep `topic_id`; a recreated topic then fails `poll` with
     /// [`ClientError::TopicRecreated`] instead of reading the new topic's offsets.
     pub fn pin_topic_id(&mut self, topic_partition: &TopicPartition, topic_id: crate::protocol::messages::TopicId) {

@@ -68,6 +68,11 @@ pub struct PartitionBatch {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// The partition leader epoch of the last batch read so far (-1 while unknown). Stored with
+    /// a checkpoint and given back to [`FetchState::assign_at_epoch`], it lets the broker detect
+    /// that the log was truncated under the position (an unclean leader election) on the first
+    /// fetch after a restart.
+    pub last_fetched_epoch: i32,
 }
 
 /// A fetch planned for one leader.
@@ -134,6 +139,14 @@ impl FetchState {
 
     /// Starts (or restarts) fetching a partition at `offset`. A restart keeps the pinned topic id.
     pub fn assign(&mut self, topic_partition: TopicPartition, offset: i64) {
+        self.assign_at_epoch(topic_partition, offset, -1);
+    }
+
+    /// Like [`FetchState::assign`], with the leader epoch of the batch before `offset` (from a
+    /// checkpoint; -1 when unknown). It goes out as LastFetchedEpoch, so that the broker answers
+    /// with a diverging epoch, raised as [`ClientError::LogTruncated`], when its log no longer
+    /// holds that epoch up to `offset`.
+    pub fn assign_at_epoch(&mut self, topic_partition: TopicPartition, offset: i64, last_fetched_epoch: i32) {
         let previous = self.partitions.get(&topic_partition);
         let topic_id = previous.and_then(|state| state.topic_id);
         // Generations come from one counter, so a partition unassigned and assigned again can
@@ -145,7 +158,7 @@ impl FetchState {
             PartitionState {
                 position: offset,
                 topic_id,
-                last_fetched_epoch: -1,
+                last_fetched_epoch,
                 in_flight: false,
                 generation,
                 decompressor: Decompressor::default(),
@@ -342,6 +355,13 @@ impl FetchState {
                     }
                 }
                 if let Some(diverging) = partition.diverging_epoch.as_ref().filter(|epoch| epoch.epoch >= 0) {
+                    if diverging.end_offset >= fetch_offset {
+                        // The leader no longer has our last epoch, but its log is intact up to
+                        // our position (what diverged lies beyond it): nothing read was lost.
+                        // Go on from the epoch it has (as the Java consumer's validation does).
+                        state.last_fetched_epoch = diverging.epoch;
+                        continue;
+                    }
                     if outcome.error.is_none() {
                         outcome.error = Some(ClientError::LogTruncated {
                             topic: tp.topic.clone(),
@@ -399,6 +419,7 @@ impl FetchState {
                     high_watermark: partition.high_watermark,
                     last_stable_offset: partition.last_stable_offset,
                     log_start_offset: partition.log_start_offset,
+                    last_fetched_epoch: state.last_fetched_epoch,
                 });
             }
         }
