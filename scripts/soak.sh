@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The long reliability soak (issue #8): the fault suites of `.ci/run` with many more rounds.
+# Starts the single broker and the three-node cluster if they are not running, runs
+#
+#   crash points        SLUICE_CRASH_ROUNDS   (default 500)  connector/tests/crash_points.rs
+#   broker failover     SLUICE_CLUSTER_ROUNDS (default 10 per fault kind: 60 node kills)
+#                                                            connector/tests/cluster_failover.rs
+#   network faults      SLUICE_SOAK_ROUNDS    (default 10 per fault kind)
+#                                                            connector/tests/network_faults.rs
+#   disk faults         once                                 connector/tests/disk_faults.rs
+#
+# one suite at a time (they share the brokers), and prints every `RELIABILITY ...` line the
+# tests wrote: the figures TESTING.md's table records. The full log goes to target/soak.log.
+# Needs root for the disk-fault suite (it mounts a tmpfs). Takes about an hour on 2 cores.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export CI=true
+export SLUICE_CRASH_ROUNDS="${SLUICE_CRASH_ROUNDS:-500}"
+export SLUICE_CLUSTER_ROUNDS="${SLUICE_CLUSTER_ROUNDS:-10}"
+export SLUICE_SOAK_ROUNDS="${SLUICE_SOAK_ROUNDS:-10}"
+
+tests/kafka/broker.sh fetch
+tests/kafka/broker.sh start >/dev/null
+tests/kafka/broker.sh start-cluster >/dev/null
+
+log=target/soak.log
+mkdir -p target
+: >"$log"
+status=0
+for suite in crash_points cluster_failover network_faults disk_faults; do
+  echo "== soak: $suite" | tee -a "$log"
+  started=$SECONDS
+  if ! cargo test --locked -p sluice --test "$suite" -- --nocapture --test-threads=1 >>"$log" 2>&1; then
+    echo "soak: $suite FAILED (see $log)" >&2
+    status=1
+  fi
+  echo "   $suite: $((SECONDS - started)) s" | tee -a "$log"
+done
+echo "== soak results"
+grep -h '^RELIABILITY ' "$log" || true
+exit "$status"
