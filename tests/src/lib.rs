@@ -8,6 +8,7 @@
 //! passes quietly without having talked to Kafka.
 
 pub mod checker;
+pub mod fault_proxy;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -115,8 +115,9 @@ impl std::fmt::Display for ConnectionError {
                  TLS or SASL"
             ),
             ConnectionError::Closed { broker } => write!(f, "connection to broker {broker} is closed"),
+            // "timed out" in words: it is what an operator searches logs for.
             ConnectionError::Timeout { broker, what, after } => {
-                write!(f, "broker {broker}: no {what} within {} ms", after.as_millis())
+                write!(f, "broker {broker}: timed out: no {what} within {} ms", after.as_millis())
             }
             ConnectionError::Frame { broker, source } => write!(f, "broker {broker}: {source}"),
             ConnectionError::Decode { broker, api, version, source } => {
