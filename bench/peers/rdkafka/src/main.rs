@@ -1,0 +1,63 @@
+//! librdkafka peer: consumes a topic by direct assignment from the earliest offset until
+//! `records` records, with librdkafka's defaults (plus the CRC check when asked), and prints
+//! the benchmark's summary line.
+//!
+//! `bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [check-crcs]`
+
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 4 {
+        eprintln!("usage: bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [check-crcs]");
+        std::process::exit(2);
+    }
+    let (bootstrap, topic) = (&args[0], &args[1]);
+    let partitions: i32 = args[2].parse().expect("PARTITIONS");
+    let wanted: u64 = args[3].parse().expect("RECORDS");
+    let check_crcs = args.get(4).is_some_and(|a| a == "check-crcs");
+
+    let started = Instant::now();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "bench-rdkafka")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("check.crcs", if check_crcs { "true" } else { "false" })
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions {
+        assignment.add_partition_offset(topic, partition, Offset::Beginning).expect("offset");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let (mut records, mut bytes, mut first) = (0u64, 0u64, 0.0);
+    while records < wanted {
+        match consumer.poll(Duration::from_secs(1)) {
+            Some(Ok(message)) => {
+                if records == 0 {
+                    first = started.elapsed().as_secs_f64();
+                }
+                records += 1;
+                bytes += message.payload_len() as u64 + message.key().map_or(0, |k| k.len() as u64);
+            }
+            Some(Err(error)) => {
+                eprintln!("bench-peer-rdkafka: {error}");
+                std::process::exit(1);
+            }
+            None => {
+                if started.elapsed() > Duration::from_secs(600) {
+                    eprintln!("bench-peer-rdkafka: only {records} of {wanted} records after 600 s");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("RESULT records={records} bytes={bytes} elapsed_s={elapsed:.6} first_s={first:.6}");
+}
