@@ -114,7 +114,8 @@ fn fail(error: &dyn std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// SIGINT and SIGTERM end a continuous run after its current epoch; a second one exits at once.
+/// SIGINT and SIGTERM end a continuous run after its current epoch, and a bounded run at once
+/// (unfinished: the next bounded run discards it); a second signal exits at once.
 fn spawn_signal_handler(stop: StopSignal) {
     tokio::spawn(async move {
         let Ok(mut terminate) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {

@@ -134,6 +134,16 @@ pub enum ReadError {
         before: usize,
         after: usize,
     },
+    /// The log was truncated under the position (an unclean leader election): records that were
+    /// read, and maybe certified, no longer exist.
+    LogTruncated {
+        topic: String,
+        partition: i32,
+        position: i64,
+        end_offset: i64,
+    },
+    /// A bounded run was stopped (SIGINT/SIGTERM) before it read its whole window.
+    BoundedRunStopped,
 }
 
 impl std::fmt::Display for ReadError {
@@ -159,6 +169,18 @@ impl std::fmt::Display for ReadError {
                 "the certified position {position} of {topic}-{partition} is beyond the end of its log ({end}); \
                  the log was truncated or the topic replaced. Read into a new destination directory"
             ),
+            ReadError::LogTruncated { topic, partition, position, end_offset } => write!(
+                f,
+                "{topic}-{partition}: the log was truncated at offset {end_offset} (an unclean leader election) \
+                 while Sluice was at offset {position}: records [{end_offset}, {position}) that Sluice read no longer \
+                 exist in Kafka, and other records may be written at those offsets. Nothing past offset {position} \
+                 was certified and the checkpoint will not be resumed; the output's rows at those offsets are the \
+                 lost records. Read into a new destination directory to continue"
+            ),
+            ReadError::BoundedRunStopped => f.write_str(
+                "the bounded run was stopped before it read its whole window; it is not finished, and the next \
+                 bounded run discards its output: run it again to completion",
+            ),
             ReadError::PartitionsChanged { topic, before, after } => write!(
                 f,
                 "topic {topic} changed from {before} to {after} partitions during the session; everything read \
@@ -174,6 +196,9 @@ impl From<ClientError> for ReadError {
     fn from(error: ClientError) -> Self {
         match error {
             ClientError::UnknownTopic { topic } => ReadError::UnknownTopic { topic },
+            ClientError::LogTruncated { topic, partition, position, end_offset } => {
+                ReadError::LogTruncated { topic, partition, position, end_offset }
+            }
             other => ReadError::Client(other),
         }
     }
@@ -185,19 +210,35 @@ impl From<DestinationError> for ReadError {
     }
 }
 
-/// A flag that asks a continuous run to stop after its current epoch.
+/// Asks a run to stop: a continuous run after its current epoch (certified, exit 0); a bounded
+/// run at once, unfinished.
 #[derive(Debug, Clone, Default)]
-pub struct StopSignal(Arc<AtomicBool>);
+pub struct StopSignal {
+    flag: Arc<AtomicBool>,
+    notify: Arc<tokio::sync::Notify>,
+}
 
 impl StopSignal {
     pub fn new() -> Self {
         StopSignal::default()
     }
     pub fn stop(&self) {
-        self.0.store(true, Ordering::Release);
+        self.flag.store(true, Ordering::Release);
+        self.notify.notify_waiters();
     }
     pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.flag.load(Ordering::Acquire)
+    }
+    /// Completes once [`StopSignal::stop`] was called.
+    pub async fn stopped(&self) {
+        loop {
+            // Created before the check: `notify_waiters` wakes a `Notified` from its creation.
+            let notified = self.notify.notified();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -252,10 +293,25 @@ pub async fn read(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&ReadProgress),
 ) -> Result<ReadProgress, ReadError> {
-    let client = connect(config).await?;
     let mut destination = LocalDirectory::open(&options.destination)?;
     let connection_id = destination.connection_id(config.connection_id.as_deref())?;
-    let mut session = Session::plan(&client, config, options, &mut destination, connection_id).await?;
+    // Connecting and planning ride out an unreachable cluster for as long as the retry budget
+    // lasts; a stop must not wait for that. Dropping the setup at one of its network waits is
+    // like a crash there, which the destination is built to survive (see destination.rs).
+    let setup = async {
+        let client = connect(config).await?;
+        let session = Session::plan(&client, config, options, &mut destination, connection_id).await?;
+        Ok::<_, ReadError>((client, session))
+    };
+    let (client, mut session) = tokio::select! {
+        setup = setup => setup?,
+        () = stop.stopped() => {
+            return match options.mode {
+                ReadMode::Bounded => Err(ReadError::BoundedRunStopped),
+                ReadMode::Continuous => Ok(ReadProgress { stopped: true, ..ReadProgress::default() }),
+            };
+        }
+    };
     progress(&session.progress);
     session.run(&client, config, &mut destination, stop, progress).await?;
     Ok(session.progress)
@@ -464,6 +520,11 @@ impl Session {
             }
             if stop.is_stopped() {
                 self.flush_all(destination)?;
+                if self.mode == ReadMode::Bounded {
+                    // Not `finish_run`: an unfinished bounded run is discarded by the next one,
+                    // while a finished one would pass for the whole window.
+                    return Err(ReadError::BoundedRunStopped);
+                }
                 for topic in &self.topics {
                     destination.finish_run(&topic.name)?;
                 }
@@ -471,7 +532,13 @@ impl Session {
                 progress(&self.progress);
                 return Ok(());
             }
-            let batches = match self.consumer.poll().await {
+            // A stop must not wait for `poll`, which rides out an outage for as long as the retry
+            // budget lasts. Dropping the poll future is fine: the session ends right after.
+            let polled = tokio::select! {
+                polled = self.consumer.poll() => polled,
+                () = stop.stopped() => continue,
+            };
+            let batches = match polled {
                 Ok(batches) => batches,
                 Err(ClientError::OffsetOutOfRange { topic, partition, offset }) => {
                     // What was read before the loss is good data: write and certify it first.

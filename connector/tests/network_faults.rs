@@ -159,13 +159,9 @@ async fn black_hole_past_the_retry_budget_fails_the_run_naming_the_broker() {
 
 /// SIGTERM while a black hole is being ridden out must still end the run after its current
 /// epoch (the rows already read are in memory; writing and certifying them needs no network).
-///
-/// Ignored because it fails today: the read loop (`connector/src/read.rs`, `Session::run`) checks
-/// its `StopSignal` only between `Consumer::poll` calls, and `poll` does not return during an
-/// outage until the retry budget runs out (with `retry_max_attempts` 1000 that is tens of
-/// minutes). Enable it once the loop races `poll` against the stop signal.
+/// It found that the read loop waited for `Consumer::poll`, which rides out an outage for as
+/// long as the retry budget lasts (tens of minutes here): the loop now races it against the stop.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "read.rs does not see SIGTERM while Consumer::poll rides out an outage"]
 async fn sigterm_during_a_black_hole_ends_the_run_after_its_epoch() {
     let Some(client) = sluice_tests::client().await else { return };
     let _port = PROXY_PORT.lock().await;
@@ -208,6 +204,55 @@ async fn sigterm_during_a_black_hole_ends_the_run_after_its_epoch() {
     unseen_allowed.unseen_at_end = 0;
     assert!(unseen_allowed.is_clean(), "the certified output is not exact:\n{report}");
     assert!(report.total().checked > 0, "the checker checked no records");
+    let _ = client.delete_topics(&[&topic]).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// SIGTERM during a bounded run stuck in a black hole ends it at once, unfinished (exit 1, the
+/// store does not mark it finished), and the next bounded run reads the whole window exactly.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_a_bounded_run_unfinished_and_the_rerun_is_exact() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let _port = PROXY_PORT.lock().await;
+    let proxy = start_proxy();
+    let topic = common::create_topic(&client, "net-bounded-stop", PARTITIONS, &[]).await;
+    for partition in 0..PARTITIONS {
+        let values: Vec<_> = (0..300).map(|n| json!({"p": partition, "n": n})).collect();
+        common::produce_json(&client, &topic, partition, &values).await;
+    }
+    let scratch = common::temp_dir("net-bounded-stop");
+    let config = fault_config(&scratch, &topic, 1000, REQUEST_TIMEOUT_MS);
+    let dest = scratch.join("dest");
+
+    proxy.set(Fault::BlackHole);
+    let mut sluice = RunningSluice::start(&scratch.join("logs"), &config, &dest, "bounded", &[]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sluice.assert_running("in the black hole");
+    sluice.signal("-TERM");
+    let outcome = sluice.wait(STEP_TIMEOUT);
+    proxy.set(Fault::Pass);
+    assert_eq!(outcome.status.code(), Some(1), "a stopped bounded run fails; stderr:\n{}", outcome.stderr);
+    assert!(
+        outcome.stderr.contains("the bounded run was stopped before it read its whole window"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        common::bounded_run(&dest, &topic).is_none_or(|run| run["finished"] != true),
+        "a stopped bounded run must not be marked finished"
+    );
+
+    let rerun = RunningSluice::start(&scratch.join("logs"), &config, &dest, "bounded", &[]).wait(STEP_TIMEOUT);
+    assert_eq!(rerun.status.code(), Some(0), "the rerun: {}", rerun.stderr);
+    let broker = tokio::task::spawn_blocking({
+        let topic = topic.clone();
+        move || BrokerView::read(&sluice_tests::broker_address(), &topic)
+    })
+    .await
+    .expect("checker thread");
+    let report = check(&broker, &OutputView::bounded(&dest, &topic));
+    report.assert_clean("the bounded rerun after a stop");
+    assert_eq!(report.total().checked, 900);
     let _ = client.delete_topics(&[&topic]).await;
     let _ = std::fs::remove_dir_all(&scratch);
 }
