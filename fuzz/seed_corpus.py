@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora under fuzz/corpus/ from the golden frames in wire/tests/golden/ plus a
-few hand-made edge cases. Run from anywhere: python3 fuzz/seed_corpus.py"""
-import os, struct
+"""Writes the seed corpora under fuzz/corpus/ from the golden frames in wire/tests/golden/, the PEM
+files in fuzz/seeds/pem/, SCRAM exchanges computed here, and hand-made edge cases. Run from
+anywhere: python3 fuzz/seed_corpus.py"""
+import base64, hashlib, hmac, os, struct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "wire/tests/golden")
@@ -69,6 +70,13 @@ for n in records:
     # read_committed: [n aborted][(pid, first) pairs][fetch offset] records
     put("read_committed", n[:-4] + "-none-aborted", bytes([0, 0]) + blob(n))
 put("record_batch", "truncated", blob("none.bin")[:-5])
+# An lz4 frame without its EndMark, then a valid lz4 batch: the first batch leaves a reused lz4
+# decoder inside its frame (wire/tests/fuzz_regressions.rs). The first CRC is left stale on
+# purpose: record_batch also walks its input with every CRC recomputed.
+lz4 = blob("lz4.bin")
+assert lz4[-4:] == b"\x00\x00\x00\x00", "lz4.bin ends with its frame's EndMark"
+no_end_mark = lz4[:8] + struct.pack(">i", len(lz4) - 4 - 12) + lz4[12:-4]
+put("record_batch", "lz4-without-end-mark-then-valid", no_end_mark + lz4)
 put("record_batch", "empty", b"")
 # TxnWriter: producer 5 aborted from offset 3 (p0) / 1 (p2) in the capture.
 put("read_committed", "txn_p0-aborted", bytes([1, 5, 3, 0]) + blob("txn_p0.bin"))
@@ -88,4 +96,93 @@ put("fetch_state", "txn", bytes([0]) + assign_a0 + assign_b0 + plan + synth(blob
 put("fetch_state", "reassign-in-flight", bytes([0]) + assign_a0 + plan + assign_a0 + plan + synth(blob("none.bin")) + plan)
 put("fetch_state", "wire-response", bytes([0]) + assign_a0 + plan + bytes([4, 0, 6, 235]) + golden("fetch_v18.bin")[:940])
 put("fetch_state", "errors", bytes([1]) + assign_a0 + plan + synth(b"", error=0) + plan + synth(b"", error=1) + plan + bytes([3, 0]))
+
+# scram: [mechanism: even SHA-256, odd SHA-512][server-first] 0x00 [server-final], for the user,
+# password and client nonce of scram() in fuzz/src/targets.rs (RFC 5802 section 3).
+SCRAM_USER, SCRAM_PASSWORD, SCRAM_NONCE = b"alice", b"alice-secret", b"fuzzClientNonce0123456789"
+SCRAM_SALT = base64.b64encode(b"fuzz-salt-16byte")
+
+def scram_exchange(hash_name, server_nonce=b"ServerNonce%$", iterations=4096, extensions=b""):
+    """(server-first, server-final) of a valid exchange."""
+    server_first = b"r=" + SCRAM_NONCE + server_nonce + b",s=" + SCRAM_SALT + b",i=%d" % iterations + extensions
+    client_final_bare = b"c=biws,r=" + SCRAM_NONCE + server_nonce
+    auth_message = b"n=" + SCRAM_USER + b",r=" + SCRAM_NONCE + b"," + server_first + b"," + client_final_bare
+    salted = hashlib.pbkdf2_hmac(hash_name, SCRAM_PASSWORD, base64.b64decode(SCRAM_SALT), iterations)
+    server_key = hmac.new(salted, b"Server Key", hash_name).digest()
+    signature = hmac.new(server_key, auth_message, hash_name).digest()
+    return server_first, b"v=" + base64.b64encode(signature)
+
+first256, final256 = scram_exchange("sha256")
+first512, final512 = scram_exchange("sha512")
+put("scram", "valid-sha256", bytes([0]) + first256 + b"\x00" + final256)
+put("scram", "valid-sha512", bytes([1]) + first512 + b"\x00" + final512)
+first_ext, final_ext = scram_exchange("sha256", extensions=b",x=ignored")
+put("scram", "valid-sha256-extensions", bytes([0]) + first_ext + b"\x00" + final_ext + b",y=later")
+tampered = final256[:-3] + (b"A" if final256[-3:-2] != b"A" else b"B") + final256[-2:]
+put("scram", "tampered-signature", bytes([0]) + first256 + b"\x00" + tampered)
+put("scram", "server-error", bytes([0]) + first256 + b"\x00e=invalid-proof")
+put("scram", "first-only", bytes([1]) + first512)
+put("scram", "nonce-mismatch", bytes([0]) + b"r=otherNonce,s=" + SCRAM_SALT + b",i=4096\x00" + final256)
+put("scram", "too-few-iterations", bytes([0]) + b"r=" + SCRAM_NONCE + b"x,s=" + SCRAM_SALT + b",i=1")
+put("scram", "mandatory-extension", bytes([0]) + b"m=ext," + first256)
+put("scram", "not-utf8", bytes([0]) + b"r=\xff\xfe")
+put("scram", "empty", b"")
+
+# pem: [selector: bit 0 cert, bit 1 key] CA 0x00 cert 0x00 key; see pem() in fuzz/src/targets.rs.
+def pem_file(name):
+    with open(os.path.join(ROOT, "fuzz/seeds/pem", name), "rb") as f:
+        return f.read()
+
+ca, cert, key = pem_file("ca.pem"), pem_file("client.pem"), pem_file("client.key")
+def pem_seed(selector, ca_text, cert_text=b"", key_text=b""):
+    return bytes([selector]) + ca_text + b"\x00" + cert_text + b"\x00" + key_text
+
+put("pem", "ca-only", pem_seed(0, ca))
+put("pem", "mtls", pem_seed(3, ca, cert, key))
+put("pem", "mtls-sec1-key", pem_seed(3, ca, cert, pem_file("client-sec1.key")))
+put("pem", "mtls-crlf-chain", pem_seed(3, ca.replace(b"\n", b"\r\n"), cert + ca, b"  " + key + b"\n\n"))
+put("pem", "key-of-another-cert", pem_seed(3, ca, cert, pem_file("other.key")))
+put("pem", "cert-without-key", pem_seed(1, ca, cert))
+put("pem", "key-without-cert", pem_seed(2, ca, b"", key))
+put("pem", "key-in-cert-field", pem_seed(3, ca, key, key))
+put("pem", "cert-in-key-field", pem_seed(3, ca, cert, cert))
+put("pem", "truncated-ca", pem_seed(0, ca[: len(ca) // 2]))
+put("pem", "bad-base64-key", pem_seed(3, ca, cert, key.replace(b"M", b"!", 1)))
+put("pem", "no-end-line", pem_seed(3, ca, cert, key.split(b"-----END")[0]))
+put("pem", "empty", pem_seed(0, b""))
+
+# json_rows: records split at 0xFF, each [flags] + bytes; see json_rows() in
+# fuzz/src/connector_targets.rs (bit 0 tombstone, 1 key, 2 header, 3 null header, 4-5 timestamp).
+def rows(*records):
+    return b"\xff".join(bytes([flags]) + body for flags, body in records)
+
+put("json_rows", "objects", rows(
+    (0x10, b'{"id":"a","amount":100.10,"ok":true,"lines":[{"sku":"x"}],"note":null}'),
+    (0x16, b'{"id":"b","amount":1E5,"ok":false}'),
+    (0x20, b'{"id":"c"}'),
+    (0x01, b""),
+    (0x08, b'{"amount":-0.0,"lines":{"any":"json"},"note":[1,2]}'),
+))
+put("json_rows", "schema-mismatches", rows(
+    (0x00, b'{"id":"a","n":1}'),
+    (0x00, b'{"id":"b","n":1,"new":true}'),
+    (0x00, b'{"id":2}'),
+    (0x00, b'"not an object"'),
+    (0x00, b'{"id":"c","id":"d"}'),
+    (0x00, b'{"id":"e","n":{"nested":{"x":1,"x":2}}}'),
+    (0x42, b'{"id":"f","n":2}'),
+))
+put("json_rows", "raw", rows(
+    (0x02, b"\x00\x01binary"),
+    (0x00, b'{"now":"an object"}'),
+    (0x04, b"[1,2,3]"),
+    (0x30, b"caf\xc3\xa9"),
+    (0x01, b"tombstone-key"),
+))
+put("json_rows", "bad-names", rows((0x00, b'{"Topic":1,"_SLUICE_x":2}')) + b"\xff" + rows((0x00, b'{"":1}')))
+put("json_rows", "reserved-prefix", rows((0x00, b'{"_sluice_key":1}'), (0x00, b'{"ok":1}')))
+put("json_rows", "numbers", rows((0x00, b'{"a":1e400,"b":-12345678901234567890123,"c":0.1e-2,"d":1E+2}'),
+                                 (0x00, b'{"a":2,"b":3,"c":4,"d":5}')))
+put("json_rows", "empty", b"")
+
 print("corpus written to", CORPUS)

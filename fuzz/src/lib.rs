@@ -1,8 +1,12 @@
-//! Glue shared by the fuzz targets. The entry points live in `targets.rs`, which
-//! `wire/tests/fuzz_corpus_replay.rs` also includes, so that `cargo test` replays every committed
-//! corpus through exactly the code the fuzzer runs, on stable Rust and without this crate.
+//! Glue shared by the fuzz targets. The entry points live in `targets.rs` (wire targets), which
+//! `wire/tests/fuzz_corpus_replay.rs` also includes, and `connector_targets.rs` (connector
+//! targets), which `connector/tests/fuzz_corpus_replay.rs` includes, so that `cargo test` replays
+//! every committed corpus through exactly the code the fuzzer runs, on stable Rust and without
+//! this crate. `names.rs` lists the targets of each.
 
+include!("names.rs");
 include!("targets.rs");
+include!("connector_targets.rs");
 
 use std::alloc::System;
 
@@ -15,15 +19,24 @@ static ALLOCATOR: cap::Cap<System> = cap::Cap::new(System, usize::MAX);
 /// bound is linear in the input with a generous factor; what it rules out is allocation that
 /// grows faster than the input, or from a count the input does not back.
 const BYTES_PER_INPUT_BYTE: usize = 256;
-/// Fixed allowance: buffers, hash maps, and the 1 MiB decompression limit of the record targets
-/// (`fuzz_limits`) plus its reused output buffer.
-const FIXED_ALLOWANCE: usize = 8 << 20;
+/// Fixed allowance: buffers, hash maps, the 1 MiB decompression limit of the record targets
+/// (`fuzz_limits`) with its reused output buffer, and the batch `record_batch` rebuilds (at most
+/// the limit again, compressed and decompressed); plus [`ZSTD_WINDOW`].
+const FIXED_ALLOWANCE: usize = (8 << 20) + ZSTD_WINDOW;
+/// The zstd decoder accepts frames with windows up to 8 MiB whatever the decompression limit
+/// (`MIN_ZSTD_WINDOW` in `wire/src/protocol/records/compression.rs`, so that batches written at
+/// high compression levels stay readable), and a reused decoder reserves the whole declared
+/// window when a frame starts; its ring buffer adds two 128 KiB blocks of slack. Found by
+/// `record_batch` once it recomputed CRCs (`fuzz/corpus/record_batch/zstd-window-7.5mib-reused`):
+/// a 296-byte input, two zstd batches, the second declaring a 7.5 MiB window.
+const ZSTD_WINDOW: usize = (8 << 20) + (256 << 10) + 1;
 
 /// Runs one target with an allocation budget derived from the input's length. Going over it
 /// makes the allocation fail, which aborts the process: libFuzzer reports that input as a crash.
 pub fn fuzz_bounded(name: &str, data: &[u8]) {
     let budget = data.len().saturating_mul(BYTES_PER_INPUT_BYTE).saturating_add(FIXED_ALLOWANCE);
     let _ = ALLOCATOR.set_limit(ALLOCATOR.allocated().saturating_add(budget));
-    fuzz_one(name, data);
+    let known = fuzz_one(name, data) || fuzz_connector_one(name, data);
+    assert!(known, "{name} is not a fuzz target (see names.rs)");
     let _ = ALLOCATOR.set_limit(usize::MAX);
 }

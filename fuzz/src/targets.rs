@@ -1,15 +1,19 @@
-// The fuzz entry points, one per target. Included (with `include!`) by `fuzz/src/lib.rs` and by
-// `wire/tests/fuzz_corpus_replay.rs`; depends only on `sluice_wire` and `bytes`. No inner
-// attributes or `//!` docs here: `include!` does not allow them.
+// The fuzz entry points of the wire targets, one per target. Included (with `include!`) by
+// `fuzz/src/lib.rs` and by `wire/tests/fuzz_corpus_replay.rs`, each next to `names.rs`; depends
+// only on `sluice_wire`, `bytes` and `crc32c`. No inner attributes or `//!` docs here: `include!`
+// does not allow them. The connector's targets are in `connector_targets.rs`.
 //
 // Each function panics only when the library breaks an invariant (or panics itself); decode
 // errors are expected on arbitrary input and ignored.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
 use sluice_wire::client::fetch_state::{FetchLimits, FetchState, PlannedFetch};
 use sluice_wire::client::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
+use sluice_wire::connection::tls::{client_config, TlsSettings};
 use sluice_wire::protocol::frame::{encode_frame, FrameDecoder};
 use sluice_wire::protocol::messages::api_versions::ApiVersionsResponse;
 use sluice_wire::protocol::messages::create_partitions::CreatePartitionsResponse;
@@ -28,30 +32,11 @@ use sluice_wire::protocol::messages::sasl_authenticate::SaslAuthenticateResponse
 use sluice_wire::protocol::messages::sasl_handshake::SaslHandshakeResponse;
 use sluice_wire::protocol::messages::{Response, TopicId};
 use sluice_wire::protocol::records::{
-    decode_partition, AbortedTransaction, DecodeLimits, Decompressor, IsolationLevel, RecordBatches,
+    decode_partition, AbortedTransaction, Compression, DecodeLimits, Decompressor, IsolationLevel, Record, RecordBatch,
+    RecordBatchBuilder, RecordBatches, RecordErrorKind, TimestampType,
 };
+use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism, SaslSession, SaslStep};
 use sluice_wire::protocol::{ErrorCode, Reader};
-
-/// Every target name, as used for `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/`.
-pub const TARGETS: &[&str] = &[
-    "frame",
-    "api_versions",
-    "metadata",
-    "list_offsets",
-    "fetch",
-    "produce",
-    "create_topics",
-    "delete_topics",
-    "delete_records",
-    "create_partitions",
-    "sasl_handshake",
-    "sasl_authenticate",
-    "offset_for_leader_epoch",
-    "init_producer_id",
-    "record_batch",
-    "read_committed",
-    "fetch_state",
-];
 
 /// The decode limits of the record targets: small, so that a decompression bomb is refused fast.
 pub fn fuzz_limits() -> DecodeLimits {
@@ -78,6 +63,10 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         "record_batch" => record_batch(data),
         "read_committed" => read_committed(data),
         "fetch_state" => fetch_state(data),
+        "scram" => {
+            scram(data);
+        }
+        "pem" => pem(data),
         _ => return false,
     }
     true
@@ -120,24 +109,161 @@ pub fn response<R: Response>(min: i16, max: i16, data: &[u8]) {
     }
 }
 
-/// Walks record batches and decodes every record of each with small limits.
+/// Walks record batches and decodes every record of each with small limits. Each batch that
+/// decodes whole and that [`RecordBatchBuilder`] can express is built again from its records
+/// (see [`rebuildable`]) and decoded: it must give the same records.
+///
+/// The input is walked as it is (so corrupt CRCs are exercised), then once more with every
+/// batch's CRC recomputed: a mutation almost never keeps a CRC-32C valid, and without the second
+/// walk the fuzzer would hardly get past the CRC into the records and codecs.
 pub fn record_batch(data: &[u8]) {
+    record_batches(Bytes::copy_from_slice(data));
+    let resealed = with_valid_crcs(data);
+    if resealed != data {
+        record_batches(Bytes::from(resealed));
+    }
+}
+
+/// `data` with the CRC of each complete v2 batch recomputed, up to the first that is not one.
+fn with_valid_crcs(data: &[u8]) -> Vec<u8> {
+    const LENGTH_AT: usize = 8;
+    const MAGIC_AT: usize = 16;
+    const CRC_AT: usize = 17;
+    const CRC_START: usize = 21;
+    let mut out = data.to_vec();
+    let mut at = 0;
+    while let Some(length) = out.get(at + LENGTH_AT..at + LENGTH_AT + 4) {
+        let length = i32::from_be_bytes([length[0], length[1], length[2], length[3]]);
+        let Some(end) = usize::try_from(length).ok().filter(|&length| length >= 49).map(|length| at + 12 + length)
+        else {
+            break;
+        };
+        if end > out.len() || out[at + MAGIC_AT] != 2 {
+            break;
+        }
+        let crc = crc32c::crc32c(&out[at + CRC_START..end]);
+        out[at + CRC_AT..at + CRC_START].copy_from_slice(&crc.to_be_bytes());
+        at = end;
+    }
+    out
+}
+
+fn record_batches(data: Bytes) {
     let mut decompressor = Decompressor::new();
     let limits = fuzz_limits();
-    for batch in RecordBatches::new(Bytes::copy_from_slice(data)) {
+    for batch in RecordBatches::new(data) {
         let Ok(batch) = batch else { return };
         assert!(batch.last_offset() >= batch.base_offset);
         let Ok(records) = batch.records(&mut decompressor, &limits) else { continue };
         let declared = records.remaining();
+        // The builder is filled as records decode, and the records are compared by digest,
+        // instead of keeping them: a small compressed input may hold a million tiny records, and
+        // a `Record` is larger than its 7 wire bytes. (Decoding the original a second time is no
+        // way out either: a reused `Decompressor` may not decode a batch the same way twice, see
+        // `wire/tests/fuzz_regressions.rs`.)
+        let mut builder = rebuilder(&batch);
+        let mut digest = DefaultHasher::new();
         let mut count = 0;
+        let mut whole = true;
         for record in records {
-            if record.is_err() {
+            let Ok(record) = record else {
+                whole = false;
                 break;
+            };
+            if let Some(active) = builder.as_mut() {
+                if !rebuildable(&batch, count, &record) || push(active, &record).is_err() {
+                    builder = None;
+                }
+                hash_record(&mut digest, &record);
             }
             count += 1;
         }
         assert!(count <= declared, "more records than the batch declares");
+        let contiguous = i64::try_from(count).is_ok_and(|count| count == i64::from(batch.last_offset_delta) + 1);
+        if let (Some(builder), true, true) = (builder, whole, contiguous) {
+            same_records_after_rebuild(&batch, &builder, digest.finish(), &limits);
+        }
     }
+}
+
+/// A builder with the batch's header fields, or `None` when the builder cannot write the batch:
+/// an unknown codec, or attribute bits it does not set (the ones Kafka leaves unused).
+fn rebuilder(batch: &RecordBatch) -> Option<RecordBatchBuilder> {
+    const EXPRESSIBLE: i16 = 0x07 | 0x08 | 0x10 | 0x20; // codec, timestamp type, transactional, control
+    if batch.attributes & !EXPRESSIBLE != 0 || matches!(batch.compression(), Compression::Unknown(_)) {
+        return None;
+    }
+    let mut builder = RecordBatchBuilder::new(batch.compression())
+        .base_offset(batch.base_offset)
+        .partition_leader_epoch(batch.partition_leader_epoch)
+        .producer(batch.producer_id, batch.producer_epoch, batch.base_sequence)
+        .transactional(batch.is_transactional())
+        .control(batch.is_control());
+    if batch.timestamp_type() == TimestampType::LogAppendTime {
+        builder = builder.log_append_time(batch.max_timestamp);
+    }
+    Some(builder)
+}
+
+/// The builder numbers records `base_offset + i`, so only batches whose records sit at exactly
+/// those offsets (no compaction gaps, no reordering) can be rebuilt.
+fn rebuildable(batch: &RecordBatch, index: usize, record: &Record) -> bool {
+    i64::try_from(index).is_ok_and(|index| batch.base_offset.checked_add(index) == Some(record.offset))
+}
+
+fn push(builder: &mut RecordBatchBuilder, record: &Record) -> Result<(), sluice_wire::protocol::records::RecordError> {
+    let headers: Vec<(&[u8], Option<&[u8]>)> =
+        record.headers.iter().map(|header| (&header.key[..], header.value.as_deref())).collect();
+    builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers)
+}
+
+/// What a record decodes to: offset, timestamp (and its type), key, value and headers.
+fn hash_record(hasher: &mut DefaultHasher, record: &Record) {
+    (record.offset, record.timestamp, record.timestamp_type).hash(hasher);
+    (&record.key, &record.value, record.headers.len()).hash(hasher);
+    for header in &record.headers {
+        (&header.key, &header.value).hash(hasher);
+    }
+}
+
+/// Builds the batch again, decodes it, and compares: the header fields the builder was given,
+/// and the records by the digest of the original's (see [`record_batches`] for why a digest).
+fn same_records_after_rebuild(batch: &RecordBatch, builder: &RecordBatchBuilder, digest: u64, limits: &DecodeLimits) {
+    // The builder writes minimal varints and its own timestamp deltas, so the rebuilt records
+    // can be larger than the originals (up to a few bytes per record). Past the decompression
+    // limit they could not be read back, and the allocation budget has no room for them either.
+    if builder.uncompressed_size() > limits.max_decompressed_batch_bytes {
+        return;
+    }
+    let rebuilt = match builder.build() {
+        Ok(rebuilt) => rebuilt,
+        // Every record fitted the builder; only the encoder may still refuse (a codec error).
+        Err(error) => {
+            assert!(matches!(error.kind(), RecordErrorKind::Compression { .. }), "rebuild failed: {error}");
+            return;
+        }
+    };
+    let mut batches = RecordBatches::new(Bytes::from(rebuilt));
+    let again = batches.next().expect("the rebuilt batch is complete").expect("the rebuilt batch decodes");
+    assert!(batches.next().is_none(), "one batch rebuilt, one batch decoded");
+    assert_eq!(
+        (again.base_offset, again.last_offset_delta, again.partition_leader_epoch, again.records_count),
+        (batch.base_offset, batch.last_offset_delta, batch.partition_leader_epoch, batch.records_count),
+        "rebuilt batch header"
+    );
+    assert_eq!(
+        (again.producer_id, again.producer_epoch, again.base_sequence, again.attributes),
+        (batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.attributes),
+        "rebuilt batch producer fields and attributes"
+    );
+    let mut rebuilt_digest = DefaultHasher::new();
+    let mut count = 0;
+    for record in again.records(&mut Decompressor::new(), limits).expect("the rebuilt records decode") {
+        hash_record(&mut rebuilt_digest, &record.expect("a rebuilt record decodes"));
+        count += 1;
+    }
+    assert_eq!(count, i64::from(batch.last_offset_delta) + 1, "every record rebuilt");
+    assert_eq!(rebuilt_digest.finish(), digest, "the records differ after a rebuild");
 }
 
 /// `decode_partition` under both isolation levels, with aborted transactions and the fetch offset
@@ -375,5 +501,96 @@ fn apply(state: &mut FetchState, plan: &PlannedFetch, response: FetchResponse) {
         assert!(batch.next_offset > fetched_at, "a batch moves the position forward");
         assert_eq!(state.position(&batch.topic_partition), Some(batch.next_offset));
         assert!(batch.records.iter().all(|r| r.offset >= fetched_at), "a record below the fetch offset");
+    }
+}
+
+/// The client nonce of the scram target (any fixed printable string of 16+ characters).
+pub const FUZZ_SCRAM_NONCE: &str = "fuzzClientNonce0123456789";
+/// The scram target's credentials; the seeds' valid exchanges are computed for them.
+pub const FUZZ_SCRAM_USER: &str = "alice";
+pub const FUZZ_SCRAM_PASSWORD: &str = "alice-secret";
+
+/// A SCRAM exchange against server messages from the input:
+/// `[mechanism: even SHA-256, odd SHA-512][server-first] 0x00 [server-final]`. Every failure
+/// must be a `SaslError` (no panic), the password never appears in an error the input did not
+/// put there, a failed or finished session refuses further messages, and the session only
+/// completes when the server proved it knows the password. Returns whether it completed (the
+/// replay test checks that the valid seeds do).
+pub fn scram(data: &[u8]) -> bool {
+    let Some((&selector, rest)) = data.split_first() else { return false };
+    let mechanism = if selector % 2 == 0 { SaslMechanism::ScramSha256 } else { SaslMechanism::ScramSha512 };
+    let credentials = SaslCredentials::username_password(FUZZ_SCRAM_USER, FUZZ_SCRAM_PASSWORD);
+    let mut session = SaslSession::new_with_nonce(mechanism, &credentials, FUZZ_SCRAM_NONCE).expect("a usable nonce");
+    let (server_first, server_final) = match rest.iter().position(|&byte| byte == 0) {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None => (rest, None),
+    };
+    let echoes_password =
+        rest.windows(FUZZ_SCRAM_PASSWORD.len()).any(|window| window == FUZZ_SCRAM_PASSWORD.as_bytes());
+    let check = |error: &sluice_wire::protocol::sasl::SaslError| {
+        let text = error.to_string();
+        assert!(!text.is_empty());
+        assert!(echoes_password || !text.contains(FUZZ_SCRAM_PASSWORD), "the password in an error: {text}");
+    };
+    match session.handle_server_message(server_first) {
+        Ok(SaslStep::Send(client_final)) => {
+            let expected = format!("c=biws,r={FUZZ_SCRAM_NONCE}");
+            assert!(client_final.starts_with(expected.as_bytes()), "client-final echoes the combined nonce");
+            assert!(!session.is_complete(), "not complete before the server proved itself");
+        }
+        Ok(SaslStep::Done) => panic!("SCRAM completed on the server-first message"),
+        Err(error) => {
+            check(&error);
+            assert!(session.handle_server_message(server_final.unwrap_or_default()).is_err(), "failed stays failed");
+            return false;
+        }
+    }
+    let Some(server_final) = server_final else { return false };
+    let completed = match session.handle_server_message(server_final) {
+        Ok(SaslStep::Done) => {
+            assert!(session.is_complete());
+            true
+        }
+        Ok(SaslStep::Send(_)) => panic!("SCRAM sends nothing after the server-final message"),
+        Err(error) => {
+            check(&error);
+            assert!(!session.is_complete(), "a failed exchange is not complete");
+            false
+        }
+    };
+    assert!(session.handle_server_message(server_final).is_err(), "nothing is accepted after the end");
+    completed
+}
+
+/// `client_config` on PEM text from the input: `[selector] CA 0x00 cert 0x00 key` (lossy
+/// UTF-8). The CA is always given (without one the system trust store is read, which is slow
+/// and differs between machines); selector bit 0 gives the cert field, bit 1 the key field.
+/// Errors must name one of the three fields first, and never quote the private key.
+pub fn pem(data: &[u8]) {
+    let Some((&selector, rest)) = data.split_first() else { return };
+    let mut parts = rest.splitn(3, |&byte| byte == 0).map(|part| String::from_utf8_lossy(part).into_owned());
+    let ca = parts.next().unwrap_or_default();
+    let cert = parts.next().filter(|_| selector & 1 == 1);
+    let key = parts.next().filter(|_| selector & 2 == 2);
+    let settings = TlsSettings { ca_pem: Some(ca.clone()), cert_pem: cert.clone(), key_pem: key.clone() };
+    let error = match client_config(&settings) {
+        Ok(_) => {
+            assert_eq!(cert.is_some(), key.is_some(), "mutual TLS needs both the certificate and its key");
+            return;
+        }
+        Err(error) => error,
+    };
+    let text = error.to_string();
+    assert!(["tls_ca_pem", "tls_cert_pem", "tls_key_pem"].contains(&error.field), "unexpected field: {text}");
+    assert!(text.starts_with(error.field), "the error starts with the field it is about: {text}");
+    let Some(key) = key else { return };
+    // The key's base64 lines (long enough not to occur in an error message by chance) must not
+    // be quoted, unless the CA or cert field holds the same text (then its error may quote it).
+    for line in key.lines().map(str::trim) {
+        let base64 =
+            line.len() >= 16 && line.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'=');
+        if base64 && !ca.contains(line) && !cert.as_deref().unwrap_or_default().contains(line) {
+            assert!(!text.contains(line), "the error quotes the private key: {text}");
+        }
     }
 }

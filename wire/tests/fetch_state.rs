@@ -684,13 +684,18 @@ fn corrupt_batch_raises_records_error_without_moving_position_while_others_advan
             named(PAYMENTS, vec![partition(0, Some(concat(&[data_batch(0, 1, 1)])))]),
         ]),
     );
-    match outcome.error.as_ref().expect("a corrupt batch is raised") {
-        ClientError::Records { topic, partition, source } => {
+    let error = outcome.error.as_ref().expect("a corrupt batch is raised");
+    match error {
+        ClientError::Records { topic, partition, broker_id, broker, source } => {
             assert_eq!((topic.as_str(), *partition), (ORDERS, 0));
             assert!(source.to_string().contains("CRC"), "{source}");
+            // The leader the plan went to, with its address from the same metadata.
+            assert_eq!((*broker_id, broker.as_deref()), (Some(1), Some("broker1:9092")));
         }
         other => panic!("expected a Records error, got {other:?}"),
     }
+    let text = error.to_string();
+    assert!(text.starts_with("orders-0 from broker 1 (broker1:9092): ") && text.contains("CRC"), "{text}");
     assert_eq!(state.position(&tp(ORDERS, 0)), Some(0), "the corrupt partition stays put");
     assert_eq!(state.position(&tp(ORDERS, 1)), Some(4));
     assert_eq!(state.position(&tp(PAYMENTS, 0)), Some(1));

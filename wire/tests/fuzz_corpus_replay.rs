@@ -1,12 +1,14 @@
-//! Replays every committed fuzz corpus (`fuzz/corpus/<target>/*`) through the same entry points
-//! the fuzz targets call, on stable Rust: a crash the fuzzer found, once its input is committed,
-//! fails `cargo test`. The entry points live in `fuzz/src/targets.rs` and are included here, so
-//! this test does not depend on the `sluice-fuzz` crate (which needs libFuzzer).
+//! Replays every committed fuzz corpus of the wire targets (`fuzz/corpus/<target>/*`) through
+//! the same entry points the fuzz targets call, on stable Rust: a crash the fuzzer found, once
+//! its input is committed, fails `cargo test`. The entry points live in `fuzz/src/targets.rs` and
+//! are included here, so this test does not depend on the `sluice-fuzz` crate (which needs
+//! libFuzzer). The connector's targets are replayed by `connector/tests/fuzz_corpus_replay.rs`.
 
 use std::path::Path;
 
 #[allow(dead_code)]
 mod targets {
+    include!("../../fuzz/src/names.rs");
     include!("../../fuzz/src/targets.rs");
 }
 
@@ -33,12 +35,26 @@ fn every_corpus_replays() {
         }
     }
     // Every corpus directory must belong to a target: a renamed target must not leave its corpus
-    // silently unreplayed.
+    // silently unreplayed. The connector's corpora are checked by the connector's replay.
     for entry in std::fs::read_dir(&corpus).expect("fuzz/corpus") {
         let name = entry.expect("entry").file_name().into_string().expect("utf8 name");
-        assert!(targets::TARGETS.contains(&name.as_str()), "fuzz/corpus/{name} has no target");
+        let known = targets::TARGETS.contains(&name.as_str()) || targets::CONNECTOR_TARGETS.contains(&name.as_str());
+        assert!(known, "fuzz/corpus/{name} has no target");
     }
     eprintln!("replayed {replayed} corpus inputs");
+}
+
+/// The valid exchanges among the scram seeds must complete: otherwise the fuzzer starts from
+/// nothing that reaches the server-final stage (a seed computed for other credentials or nonce).
+#[test]
+fn scram_seeds_reach_the_end_of_the_exchange() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/scram");
+    for seed in ["valid-sha256", "valid-sha512", "valid-sha256-extensions"] {
+        let data = std::fs::read(corpus.join(seed)).unwrap_or_else(|e| panic!("fuzz/corpus/scram/{seed}: {e}"));
+        assert!(targets::scram(&data), "fuzz/corpus/scram/{seed} does not complete the exchange");
+    }
+    let tampered = std::fs::read(corpus.join("tampered-signature")).expect("fuzz/corpus/scram/tampered-signature");
+    assert!(!targets::scram(&tampered), "a wrong server signature must not complete the exchange");
 }
 
 #[test]

@@ -405,8 +405,9 @@ async fn poll_error(answers: Vec<Answer>, config: FetchConfig, offset: i64) -> (
 
 fn record_error(error: &ClientError) -> &sluice_wire::protocol::records::RecordError {
     match error {
-        ClientError::Records { topic, partition, source } => {
+        ClientError::Records { topic, partition, broker_id, source, .. } => {
             assert_eq!((topic.as_str(), *partition), ("t", 0));
+            assert_eq!(*broker_id, Some(NODE_ID), "the leader the bytes came from");
             source
         }
         other => panic!("expected ClientError::Records, got {other:?}"),
@@ -447,12 +448,17 @@ async fn bad_crc_is_a_records_error_naming_crc_and_offset() {
     let mut batch = valid_batch(42, 3);
     let last = batch.len() - 1;
     batch[last] ^= 0xff; // flip the last byte of the last record; the CRC no longer matches
-    let (error, _) = poll_error(vec![answer(PartitionAnswer::records(batch))], fetch_config(), 42).await;
+    let (error, broker) = poll_error(vec![answer(PartitionAnswer::records(batch))], fetch_config(), 42).await;
     let source = record_error(&error);
     assert!(source.is_corrupt(), "{source:?}");
     assert_eq!(source.base_offset(), Some(42));
+    let ClientError::Records { broker: address, .. } = &error else { unreachable!("checked by record_error") };
+    assert_eq!(address.as_deref(), Some(broker.address.as_str()), "the address the metadata gave for the leader");
     let text = error.to_string();
     assert!(text.contains("CRC") && text.contains("offset 42") && text.contains("t-0"), "{text}");
+    // Which broker sent the corrupt bytes: node id and address, right after the partition.
+    let from = format!("t-0 from broker {NODE_ID} ({}): ", broker.address);
+    assert!(text.starts_with(&from), "{text}");
 }
 
 #[tokio::test]

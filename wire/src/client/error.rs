@@ -22,8 +22,11 @@ pub enum ClientError {
     NoLeader { topic: String, partition: i32 },
     /// The broker lacks something Sluice requires (cluster id, topic ids, an API version).
     Unsupported { message: String },
-    /// A record batch failed to decode (bad CRC, bad compression, over the decompression limit).
-    Records { topic: String, partition: i32, source: RecordError },
+    /// A record batch failed to decode (bad CRC, bad compression, over the decompression limit),
+    /// or could not be built for a produce request. For fetched bytes `broker_id` and `broker`
+    /// (`host:port`) name the broker that sent them, so a corrupt replica or a hostile endpoint
+    /// can be found; both are `None` for a batch this client built.
+    Records { topic: String, partition: i32, broker_id: Option<i32>, broker: Option<String>, source: RecordError },
     /// The leader's log diverged from what this client read (an unclean leader change
     /// truncated it): records from `end_offset` on that this client may have read are gone.
     LogTruncated { topic: String, partition: i32, position: i64, end_offset: i64 },
@@ -109,7 +112,16 @@ impl std::fmt::Display for ClientError {
             ClientError::UnknownTopic { topic } => write!(f, "topic {topic} does not exist or is not accessible"),
             ClientError::NoLeader { topic, partition } => write!(f, "{topic}-{partition} has no leader"),
             ClientError::Unsupported { message } => write!(f, "{message}"),
-            ClientError::Records { topic, partition, source } => write!(f, "{topic}-{partition}: {source}"),
+            ClientError::Records { topic, partition, broker_id, broker, source } => {
+                write!(f, "{topic}-{partition}")?;
+                match (broker_id, broker) {
+                    (Some(id), Some(address)) => write!(f, " from broker {id} ({address})")?,
+                    (Some(id), None) => write!(f, " from broker {id}")?,
+                    (None, Some(address)) => write!(f, " from broker {address}")?,
+                    (None, None) => {}
+                }
+                write!(f, ": {source}")
+            }
             ClientError::LogTruncated { topic, partition, position, end_offset } => write!(
                 f,
                 "{topic}-{partition}: the log was truncated at offset {end_offset} (an unclean leader \

@@ -79,6 +79,10 @@ pub struct PartitionBatch {
 #[derive(Debug, Clone)]
 pub struct PlannedFetch {
     pub leader: i32,
+    /// The leader's `host:port` in the metadata the plan was made from (the address the
+    /// consumer connects to), so that an error about the bytes it sends can name it. `None` when
+    /// the metadata lists no such broker.
+    pub leader_address: Option<String>,
     pub request: FetchRequest,
     /// Fetch offset of each partition in the request.
     pub offsets: BTreeMap<TopicPartition, i64>,
@@ -270,7 +274,8 @@ impl FetchState {
                 topics,
                 rack_id: String::new(),
             };
-            plans.push(PlannedFetch { leader, request, offsets, generations, names });
+            let leader_address = metadata.brokers.get(&leader).map(|broker| broker.address());
+            plans.push(PlannedFetch { leader, leader_address, request, offsets, generations, names });
         }
         (plans, missing_leader)
     }
@@ -392,8 +397,13 @@ impl FetchState {
                     Ok(decoded) => decoded,
                     Err(source) => {
                         if outcome.error.is_none() {
-                            outcome.error =
-                                Some(ClientError::Records { topic: tp.topic.clone(), partition: tp.partition, source });
+                            outcome.error = Some(ClientError::Records {
+                                topic: tp.topic.clone(),
+                                partition: tp.partition,
+                                broker_id: Some(planned.leader),
+                                broker: planned.leader_address.clone(),
+                                source,
+                            });
                         }
                         continue;
                     }

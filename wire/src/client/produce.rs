@@ -60,6 +60,9 @@ impl Client {
                 |source| ClientError::Records {
                     topic: topic_partition.topic.clone(),
                     partition: topic_partition.partition,
+                    // Built here, not received: no broker to name.
+                    broker_id: None,
+                    broker: None,
                     source,
                 },
             )?;
@@ -67,6 +70,8 @@ impl Client {
         let batch = Bytes::from(builder.build().map_err(|source| ClientError::Records {
             topic: topic_partition.topic.clone(),
             partition: topic_partition.partition,
+            broker_id: None,
+            broker: None,
             source,
         })?);
         let request = ProduceRequest {

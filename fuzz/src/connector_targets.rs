@@ -1,0 +1,158 @@
+// The fuzz entry points of the connector targets (`CONNECTOR_TARGETS` in `names.rs`). Included
+// (with `include!`) by `fuzz/src/lib.rs` and by `connector/tests/fuzz_corpus_replay.rs`; depends
+// only on the `sluice` connector crate and `serde_json`. Kept apart from `targets.rs` because
+// `sluice-wire`'s replay test cannot depend on the connector. No inner attributes or `//!` docs
+// here: `include!` does not allow them.
+
+use serde_json::Value;
+use sluice::checkpoint::Incarnation;
+use sluice::json::{base64_decode, parse_strict};
+// `TimestampType` is also the wire's (in `targets.rs`, included next to this file).
+use sluice::rows::{
+    DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowPayload, Schema,
+    TimestampType as EventTimestampType,
+};
+
+/// Runs connector target `name` on `data`. Returns false for an unknown name.
+pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
+    match name {
+        "json_rows" => json_rows(data),
+        _ => return false,
+    }
+    true
+}
+
+/// The topic every json_rows record belongs to.
+const JSON_ROWS_TOPIC: &str = "fuzz";
+
+/// Records of one topic through one `RowDecoder`, so that the first record fixes the schema and
+/// later ones meet it. The input is split at 0xFF bytes (never part of UTF-8, so JSON payloads
+/// need no escaping); each piece is `[flags][bytes]`: flags bit 0 makes a tombstone (no value),
+/// bit 1 uses the bytes as the key too, bit 2 adds a header with the bytes as value, bit 3 a
+/// header with a null value, bits 4-5 pick the timestamp (none, CreateTime, LogAppendTime,
+/// i64::MAX), bits 6-7 the partition. Record `i` has offset `i`.
+///
+/// Checks, besides no panic:
+/// - strict JSON re-encodes: bytes `parse_strict` accepts serialise to text that parses again
+///   to an equal value and serialises to the same text;
+/// - a decoded row's line is strict JSON with the record's coordinates, key and (raw) payload
+///   bytes recoverable from it, and the payload values of its columns;
+/// - a rejected record names its coordinates, leaves the schema as it was, and its dead letter
+///   is strict JSON from which key, value and headers come back byte for byte.
+pub fn json_rows(data: &[u8]) {
+    let incarnation = Incarnation {
+        connection_id: "fuzz-connection".to_string(),
+        cluster_id: "fuzz-cluster".to_string(),
+        topic_id: "fuzz-topic-id".to_string(),
+    };
+    let mut decoder = RowDecoder::new(JSON_ROWS_TOPIC, incarnation);
+    for (index, piece) in data.split(|&byte| byte == 0xFF).enumerate() {
+        let Some((&flags, bytes)) = piece.split_first() else { continue };
+        let offset = index as i64;
+        let partition = i32::from(flags >> 6);
+        let value = (flags & 1 == 0).then_some(bytes);
+        let key = (flags & 2 != 0).then_some(bytes);
+        let mut headers = Vec::new();
+        if flags & 4 != 0 {
+            headers.push(HeaderRef { key: b"h", value: Some(bytes) });
+        }
+        if flags & 8 != 0 {
+            headers.push(HeaderRef { key: bytes, value: None });
+        }
+        let timestamp = match (flags >> 4) & 3 {
+            0 => None,
+            1 => Some(EventTimestamp { millis: offset, kind: EventTimestampType::CreateTime }),
+            2 => Some(EventTimestamp { millis: offset, kind: EventTimestampType::LogAppendTime }),
+            _ => Some(EventTimestamp { millis: i64::MAX, kind: EventTimestampType::CreateTime }),
+        };
+        if let Some(value) = value {
+            strict_json_reencodes(value);
+        }
+        let record = RecordRef { partition, offset, key, value, headers: &headers, timestamp };
+        let schema_before = decoder.schema().cloned();
+        match decoder.decode(&record) {
+            Ok(row) => {
+                let line = row.to_json_line();
+                let fields = strict_object(&line, "a row line");
+                assert_eq!(fields["topic"].as_str(), Some(JSON_ROWS_TOPIC));
+                assert_eq!(fields["partition"].as_i64(), Some(i64::from(partition)));
+                assert_eq!(fields["offset"].as_i64(), Some(offset));
+                assert_eq!(fields["tombstone"].as_bool(), Some(value.is_none()));
+                assert_eq!(bytes_of(&fields["_sluice_key"]), key.map(<[u8]>::to_vec), "key in a row");
+                let schema = decoder.schema().expect("a decoded row fixed the schema");
+                if let Some(before) = &schema_before {
+                    assert_eq!(before, schema, "the schema changed after it was fixed");
+                }
+                match (schema.as_ref(), &row.payload) {
+                    (Schema::Raw, RowPayload::Raw(raw)) => {
+                        assert_eq!(Some(raw.as_slice()), value);
+                        assert_eq!(bytes_of(&fields["payload"]).as_deref(), value, "raw payload in a row");
+                    }
+                    (Schema::Object(columns), RowPayload::Object(values)) => {
+                        assert_eq!(columns.len(), values.len());
+                        for (column, value) in columns.iter().zip(values) {
+                            assert_eq!(&fields[&column.name], value, "column {}", column.name);
+                        }
+                    }
+                    (_, RowPayload::Tombstone) => assert!(value.is_none()),
+                    (schema, payload) => panic!("payload {payload:?} in a row of schema {schema:?}"),
+                }
+            }
+            Err(error) => {
+                assert_eq!(
+                    (error.topic.as_str(), error.partition, error.offset),
+                    (JSON_ROWS_TOPIC, partition, offset),
+                    "a row error names the record"
+                );
+                assert_eq!(decoder.schema(), schema_before.as_ref(), "a rejected record changed the schema");
+                let letter = DeadLetter::new(&record, &error);
+                let line = letter.to_json_line();
+                let fields = strict_object(&line, "a dead letter");
+                assert_eq!(fields["error"].as_str(), Some(error.to_string().as_str()));
+                assert_eq!(fields["offset"].as_i64(), Some(offset));
+                assert_eq!(bytes_of(&fields["value"]).as_deref(), value, "value in a dead letter");
+                assert_eq!(bytes_of(&fields["key"]).as_deref(), key, "key in a dead letter");
+                let written = fields["headers"].as_array().expect("headers array");
+                assert_eq!(written.len(), headers.len());
+                for (pair, header) in written.iter().zip(&headers) {
+                    assert_eq!(bytes_of(&pair[0]).as_deref(), Some(header.key));
+                    assert_eq!(bytes_of(&pair[1]).as_deref(), header.value);
+                }
+            }
+        }
+    }
+}
+
+/// Bytes `parse_strict` accepts serialise to strict JSON that parses to an equal value and
+/// serialises to the same text (numbers keep their text, see `sluice::json`).
+fn strict_json_reencodes(bytes: &[u8]) {
+    let Ok(value) = parse_strict(bytes) else { return };
+    let text = serde_json::to_vec(&value).expect("a Value serialises");
+    let again = parse_strict(&text).unwrap_or_else(|error| panic!("re-encoded JSON does not parse: {error}"));
+    assert_eq!(again, value, "JSON changed in a decode-encode-decode round");
+    assert_eq!(serde_json::to_vec(&again).expect("a Value serialises"), text, "JSON text is not stable");
+}
+
+/// A line Sluice wrote, parsed strictly: it must be a JSON object without duplicate keys.
+fn strict_object(line: &[u8], what: &str) -> serde_json::Map<String, Value> {
+    match parse_strict(line) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(other) => panic!("{what} is not a JSON object: {other}"),
+        Err(error) => panic!("{what} is not strict JSON ({error}): {}", String::from_utf8_lossy(line)),
+    }
+}
+
+/// Bytes back from Sluice's JSON form: `null`, `{"utf8": text}` or `{"base64": text}`.
+fn bytes_of(value: &Value) -> Option<Vec<u8>> {
+    match value {
+        Value::Null => None,
+        Value::Object(form) => match (form.get("utf8"), form.get("base64"), form.len()) {
+            (Some(Value::String(text)), None, 1) => Some(text.as_bytes().to_vec()),
+            (None, Some(Value::String(text)), 1) => {
+                Some(base64_decode(text).unwrap_or_else(|| panic!("not base64: {text}")))
+            }
+            _ => panic!("not a bytes form: {value}"),
+        },
+        other => panic!("not a bytes form: {other}"),
+    }
+}

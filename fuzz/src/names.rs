@@ -1,0 +1,32 @@
+// The names of every fuzz target, as used for `fuzz/fuzz_targets/<name>.rs` and
+// `fuzz/corpus/<name>/`. Included next to `targets.rs` (wire targets) and `connector_targets.rs`
+// (connector targets) by `fuzz/src/lib.rs` and by both replay tests; no inner attributes or `//!`
+// docs here, `include!` does not allow them.
+
+/// Targets whose code is in `targets.rs` (depends on `sluice_wire` only), replayed by
+/// `wire/tests/fuzz_corpus_replay.rs`.
+pub const TARGETS: &[&str] = &[
+    "frame",
+    "api_versions",
+    "metadata",
+    "list_offsets",
+    "fetch",
+    "produce",
+    "create_topics",
+    "delete_topics",
+    "delete_records",
+    "create_partitions",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "offset_for_leader_epoch",
+    "init_producer_id",
+    "record_batch",
+    "read_committed",
+    "fetch_state",
+    "scram",
+    "pem",
+];
+
+/// Targets whose code is in `connector_targets.rs` (depends on the `sluice` connector crate,
+/// which `sluice-wire` cannot), replayed by `connector/tests/fuzz_corpus_replay.rs`.
+pub const CONNECTOR_TARGETS: &[&str] = &["json_rows"];
