@@ -41,10 +41,9 @@ fn decompressed(decompressor: &mut Decompressor, batch: &[u8]) -> Result<Bytes, 
 /// hostile next batch of bare blocks, decodes with the previous batch's frame settings and
 /// linked-block history. What one batch decodes to must not depend on the batch before it.
 ///
-/// Ignored until `Decompressor::decompress_lz4` (wire/src/protocol/records/compression.rs) stops
-/// reusing a decoder that has not seen its frame's EndMark (or refuses a frame without one).
+/// Fixed: `Decompressor::decompress_lz4` reuses its decoder only after an input that is exactly
+/// one complete frame.
 #[test]
-#[ignore = "lz4 decoder state leaks from a batch whose frame lacks its EndMark into the next batch"]
 fn lz4_frame_without_end_mark_does_not_change_how_the_next_batch_decodes() {
     let mut truncated = batch(Compression::Lz4, 0, 3);
     // No content checksum: the frame ends with the 4-byte EndMark (0x00000000). Cut it off.

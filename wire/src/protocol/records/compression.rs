@@ -205,7 +205,13 @@ impl Decompressor {
     }
 
     fn decompress_lz4(&mut self, input: &Bytes, out: &mut OutputBuffer) -> Result<(), CodecError> {
-        let mut decoder = match self.lz4.take() {
+        // lz4_flex keeps a frame open across inputs when one ends without its EndMark, and would
+        // read the next batch as more blocks of it (found by the record_batch fuzz target). So
+        // the decoder is reused only for an input that is exactly one complete frame, as Kafka
+        // writes them; anything else gets a fresh decoder that is dropped afterwards.
+        let complete = is_one_complete_lz4_frame(input);
+        let reused = if complete { self.lz4.take() } else { None };
+        let mut decoder = match reused {
             Some(mut decoder) => {
                 *decoder.get_mut() = Cursor::new(input.clone());
                 decoder
@@ -223,9 +229,11 @@ impl Decompressor {
             out.buf.extend_from_slice(chunk);
             decoder.consume(length);
         }
-        // Only a decoder that reached the end of its input is reused: after an error it may be
-        // in the middle of a frame (it is dropped above by the early returns).
-        self.lz4 = Some(decoder);
+        // Only a decoder that reached the end of a complete frame is reused: after an error it
+        // may be in the middle of a frame (it is dropped above by the early returns).
+        if complete {
+            self.lz4 = Some(decoder);
+        }
         Ok(())
     }
 
@@ -415,4 +423,33 @@ pub(crate) fn compress(compression: Compression, input: &[u8], out: &mut Vec<u8>
         Compression::Unknown(id) => return Err(RecordError::new(None, RecordErrorKind::UnknownCompression(id))),
     }
     Ok(())
+}
+
+/// Whether `input` is exactly one lz4 frame ending in its EndMark (and content checksum, if the
+/// frame declares one), by walking the frame and block headers without decompressing.
+fn is_one_complete_lz4_frame(input: &[u8]) -> bool {
+    const MAGIC: [u8; 4] = [0x04, 0x22, 0x4d, 0x18];
+    if input.get(..4) != Some(&MAGIC[..]) {
+        return false;
+    }
+    let Some(flags) = input.get(4).copied() else { return false };
+    let block_checksum = flags & 0x10 != 0;
+    let content_size = flags & 0x08 != 0;
+    let content_checksum = flags & 0x04 != 0;
+    let dictionary = flags & 0x01 != 0;
+    // Magic, FLG, BD, optional content size and dictionary id, header checksum.
+    let mut at = 4 + 2 + if content_size { 8 } else { 0 } + if dictionary { 4 } else { 0 } + 1;
+    loop {
+        let Some(&[a, b, c, d]) = input.get(at..at + 4) else { return false };
+        let size = u32::from_le_bytes([a, b, c, d]);
+        at += 4;
+        if size == 0 {
+            return at + if content_checksum { 4 } else { 0 } == input.len();
+        }
+        let data = (size & 0x7fff_ffff) as usize + if block_checksum { 4 } else { 0 };
+        at = match at.checked_add(data) {
+            Some(next) if next <= input.len() => next,
+            _ => return false,
+        };
+    }
 }
