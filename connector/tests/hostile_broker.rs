@@ -330,6 +330,9 @@ async fn hostile_run(label: &str, hostility: Hostility) -> (Run, PathBuf, FakeBr
             "topics": [TOPIC],
             "epoch_max_records": 2,
             "fetch_max_wait_ms": 100,
+            // Short backoff: the cut-connection case retries its whole budget before failing.
+            "retry_backoff_ms": 10,
+            "retry_backoff_max_ms": 100,
         }),
     );
     let dest = dir.join("out");
