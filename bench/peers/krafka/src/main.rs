@@ -20,12 +20,8 @@ async fn main() {
     let wanted: u64 = args[3].parse().expect("RECORDS");
     let started = Instant::now();
     let kafka = Kafka::builder(args[0].clone()).connect().await.expect("connect");
-    let consumer = kafka
-        .consumer_without_group()
-        .auto_offset_reset(AutoOffsetReset::Earliest)
-        .build()
-        .await
-        .expect("consumer");
+    let consumer =
+        kafka.consumer_without_group().auto_offset_reset(AutoOffsetReset::Earliest).build().await.expect("consumer");
     consumer.assign(&args[1], (0..partitions).collect()).await.expect("assign");
     let (mut records, mut bytes, mut first) = (0u64, 0u64, 0.0);
     'poll: while records < wanted {
@@ -41,8 +37,8 @@ async fn main() {
                 first = started.elapsed().as_secs_f64();
             }
             records += 1;
-            bytes += record.value.as_ref().map_or(0, |v| v.len() as u64)
-                + record.key.as_ref().map_or(0, |k| k.len() as u64);
+            bytes +=
+                record.value.as_ref().map_or(0, |v| v.len() as u64) + record.key.as_ref().map_or(0, |k| k.len() as u64);
             if records == wanted {
                 break 'poll;
             }

@@ -6,9 +6,24 @@
 
 use std::time::{Duration, Instant};
 
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::ClientContext;
 use rdkafka::{Message, Offset, TopicPartitionList};
+
+/// librdkafka's log lines (BENCH_RDKAFKA_DEBUG=fetch,... turns its debug contexts on) to stderr.
+struct Stderr;
+
+impl ClientContext for Stderr {
+    fn log(&self, _level: RDKafkaLogLevel, facility: &str, message: &str) {
+        eprintln!(
+            "rdkafka {:.6} {facility} {message}",
+            std::time::SystemTime::UNIX_EPOCH.elapsed().map_or(0.0, |d| d.as_secs_f64())
+        );
+    }
+}
+
+impl ConsumerContext for Stderr {}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,14 +37,19 @@ fn main() {
     let check_crcs = args.get(4).is_some_and(|a| a == "check-crcs");
 
     let started = Instant::now();
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    if let Ok(debug) = std::env::var("BENCH_RDKAFKA_DEBUG") {
+        config.set("debug", debug);
+    }
+    let consumer: BaseConsumer<Stderr> = config
         .set("bootstrap.servers", bootstrap)
+        // Required by the crate for assign(); nothing is committed.
         .set("group.id", "bench-rdkafka")
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
         .set("check.crcs", if check_crcs { "true" } else { "false" })
-        .create()
+        .create_with_context(Stderr)
         .expect("consumer");
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {

@@ -39,7 +39,10 @@ fn main() {
         },
         batch: args[6].parse().expect("BATCH"),
     };
-    assert!(dataset.partitions > 0 && dataset.records % dataset.partitions as u64 == 0, "RECORDS must divide by PARTITIONS");
+    assert!(
+        dataset.partitions > 0 && dataset.records % dataset.partitions as u64 == 0,
+        "RECORDS must divide by PARTITIONS"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     if let Err(error) = runtime.block_on(make(&args[0], dataset)) {
         eprintln!("make-dataset: {error}");
@@ -132,7 +135,12 @@ async fn write_partition(client: &Client, dataset: &Dataset, partition: i32, cou
             .map(|i| {
                 dataset.kind.value(partition, i, &mut value);
                 bytes += value.len() as u64;
-                ProduceRecord { key: None, value: Some(value.clone()), headers: Vec::new(), timestamp: BASE_TIMESTAMP + i as i64 }
+                ProduceRecord {
+                    key: None,
+                    value: Some(value.clone()),
+                    headers: Vec::new(),
+                    timestamp: BASE_TIMESTAMP + i as i64,
+                }
             })
             .collect();
         let base = client.produce(&tp, &records, dataset.compression, -1).await?;

@@ -35,7 +35,12 @@ fn main() {
     }
 }
 
-async fn consume(bootstrap: &str, topic: &str, partitions: i32, wanted: u64) -> Result<String, Box<dyn std::error::Error>> {
+async fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    wanted: u64,
+) -> Result<String, Box<dyn std::error::Error>> {
     let started = Instant::now();
     let client = Client::connect(ClientConfig::new([bootstrap])).await?;
     let config = FetchConfig::default();
