@@ -18,10 +18,12 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +56,8 @@ def binaries():
     return {
         "sluice": ([sluice], sluice),
         "librdkafka": ([rdkafka], rdkafka),
-        "librdkafka-crc": ([rdkafka], rdkafka),  # check-crcs appended after the arguments
+        "librdkafka-crc": ([rdkafka], rdkafka),
+        "librdkafka-q1m": ([rdkafka], rdkafka),
         "java": ([java], java),
         "franz-go": ([franz], franz),
         "rskafka": ([rskafka], rskafka),
@@ -62,7 +65,15 @@ def binaries():
     }
 
 
-ALL_CLIENTS = ["sluice", "librdkafka", "librdkafka-crc", "java", "franz-go", "rskafka", "krafka"]
+ALL_CLIENTS = ["sluice", "librdkafka", "librdkafka-crc", "librdkafka-q1m", "java", "franz-go", "rskafka", "krafka"]
+# librdkafka properties given after the arguments (librdkafka rows other than its defaults).
+EXTRA_ARGS = {
+    "librdkafka-crc": ["check.crcs=true"],
+    # librdkafka stops fetching a partition for fetch.queue.backoff.ms (1 s) whenever 100,000
+    # messages wait in its local queue (queued.min.messages): with 100-byte records that throttles
+    # it. This row raises the threshold, the usual throughput setting.
+    "librdkafka-q1m": ["queued.min.messages=1000000"],
+}
 
 
 def log(message):
@@ -81,7 +92,7 @@ def run(command, **kwargs):
 def build(clients, connector):
     cargo = ["cargo", "build", "--release", "--quiet"]
     run(cargo + ["--bins"], cwd=os.path.join(BENCH, "sluice"))
-    if "librdkafka" in clients or "librdkafka-crc" in clients:
+    if any(c.startswith("librdkafka") for c in clients):
         run(cargo, cwd=os.path.join(BENCH, "peers", "rdkafka"))
     for crate in ("rskafka", "krafka"):
         if crate in clients:
@@ -119,35 +130,58 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def measure(command, cpu=None, stdout_path=None):
+def kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def measure(command, cpu=None, stdout_path=None, timeout=900):
     """Runs command (under taskset when cpu is given) and returns its wall time, CPU (user, system)
-    and peak RSS from wait4 (the process and the descendants it waited for: the JVM under the Java
-    wrapper), its stdout, and the broker's CPU seconds over the same span."""
+    from wait4 (microseconds; the process and the descendants it waited for: the JVM under the Java
+    wrapper), peak RSS from /usr/bin/time, its stdout, and the broker's CPU seconds over the same
+    span. A client still running after `timeout` seconds (a broker that went away mid-run) is
+    killed and the run fails.
+
+    Peak RSS comes from /usr/bin/time because a process's peak RSS starts at the peak of the
+    image it was exec'ed from: measured from here it would never read below this Python's
+    ~17 MiB, while /usr/bin/time's own image is ~2 MiB."""
     pid = broker_pid()
-    full = (["taskset", "-c", str(cpu)] if cpu is not None else []) + command
-    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as captured:
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss, \
+            tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as captured:
+        full = ["/usr/bin/time", "-f", "%M", "-o", rss.name]
+        full += (["taskset", "-c", str(cpu)] if cpu is not None else []) + command
         out = open(stdout_path, "wb") if stdout_path else captured
         broker_before = process_cpu_seconds(pid)
         started = time.monotonic()
         try:
-            child = subprocess.Popen(full, stdout=out, stderr=err)
-            _, status, usage = os.wait4(child.pid, 0)
+            child = subprocess.Popen(full, stdout=out, stderr=err, start_new_session=True)
+            watchdog = threading.Timer(timeout, kill_group, (child.pid,))
+            watchdog.start()
+            try:
+                _, status, usage = os.wait4(child.pid, 0)
+            finally:
+                watchdog.cancel()
             child.returncode = os.waitstatus_to_exitcode(status)
         finally:
             if stdout_path:
                 out.close()
         wall = time.monotonic() - started
+        if broker_pid() != pid:
+            raise RuntimeError("the broker was restarted during the run (its data with it): start again")
         broker_after = process_cpu_seconds(pid)
         if child.returncode != 0:
             err.seek(0)
             raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}): {err.read().decode()[-2000:]}")
         captured.seek(0)
         stdout = captured.read().decode()
+        max_rss_kib = int(rss.read().split()[-1])
     return {
         "wall_s": wall,
         "user_s": usage.ru_utime,
         "sys_s": usage.ru_stime,
-        "max_rss_kib": usage.ru_maxrss,
+        "max_rss_kib": max_rss_kib,
         "stdout": stdout,
         "broker_cpu_s": broker_after - broker_before,
     }
@@ -225,7 +259,7 @@ def consumer_runs(bootstrap, datasets, clients, runs, warmup, variants, rows):
                     shift = round_index % len(clients)
                     order = clients[shift:] + clients[:shift]
                     for client in order:
-                        command = commands[client][0] + args + (["check-crcs"] if client == "librdkafka-crc" else [])
+                        command = commands[client][0] + args + EXTRA_ARGS.get(client, [])
                         m = measure(command, cpu=1 if pinned else None)
                         r = parse_result(m["stdout"])
                         if r["records"] != d["records"]:
@@ -484,7 +518,7 @@ def report(summary, info, args, command_line, chart_name):
     return "\n".join(lines)
 
 
-COLORS = {"sluice": "#d62728", "librdkafka": "#1f77b4", "librdkafka-crc": "#6baed6", "java": "#ff7f0e",
+COLORS = {"sluice": "#d62728", "librdkafka": "#1f77b4", "librdkafka-crc": "#6baed6", "librdkafka-q1m": "#17becf", "java": "#ff7f0e",
           "franz-go": "#2ca02c", "rskafka": "#9467bd", "krafka": "#8c564b", "sluice read": "#d62728", "kcat": "#1f77b4"}
 
 

@@ -1,8 +1,11 @@
 //! librdkafka peer: consumes a topic by direct assignment from the earliest offset until
-//! `records` records, with librdkafka's defaults (plus the CRC check when asked), and prints
-//! the benchmark's summary line.
+//! `records` records, with librdkafka's defaults plus any `name=value` properties given after
+//! the arguments (run.py's second and third rows: `check.crcs=true`, and
+//! `queued.min.messages=1000000`), and prints the benchmark's summary line.
 //!
-//! `bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [check-crcs]`
+//! `bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [name=value ...]`
+//!
+//! `BENCH_RDKAFKA_DEBUG=fetch,consumer,...` turns on librdkafka's debug log (to stderr).
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +14,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::ClientContext;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
-/// librdkafka's log lines (BENCH_RDKAFKA_DEBUG=fetch,... turns its debug contexts on) to stderr.
+/// librdkafka's log lines to stderr.
 struct Stderr;
 
 impl ClientContext for Stderr {
@@ -28,18 +31,21 @@ impl ConsumerContext for Stderr {}
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 4 {
-        eprintln!("usage: bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [check-crcs]");
+        eprintln!("usage: bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [name=value ...]");
         std::process::exit(2);
     }
     let (bootstrap, topic) = (&args[0], &args[1]);
     let partitions: i32 = args[2].parse().expect("PARTITIONS");
     let wanted: u64 = args[3].parse().expect("RECORDS");
-    let check_crcs = args.get(4).is_some_and(|a| a == "check-crcs");
 
     let started = Instant::now();
     let mut config = ClientConfig::new();
     if let Ok(debug) = std::env::var("BENCH_RDKAFKA_DEBUG") {
         config.set("debug", debug);
+    }
+    for property in &args[4..] {
+        let (name, value) = property.split_once('=').expect("properties are name=value");
+        config.set(name, value);
     }
     let consumer: BaseConsumer<Stderr> = config
         .set("bootstrap.servers", bootstrap)
@@ -48,7 +54,6 @@ fn main() {
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("enable.partition.eof", "false")
-        .set("check.crcs", if check_crcs { "true" } else { "false" })
         .create_with_context(Stderr)
         .expect("consumer");
     let mut assignment = TopicPartitionList::new();
