@@ -105,7 +105,8 @@ def build(clients, connector):
         # Its own target directory: the workspace's target/ is shared with test builds.
         run(cargo + ["-p", "sluice", "--bin", "sluice", "--target-dir", os.path.join(BENCH, "target")], cwd=ROOT)
         if shutil.which("kcat") is None:
-            raise SystemExit("kcat not found: apt-get install kcat (Debian's package), or pass --no-connector")
+            raise SystemExit("kcat not found: apt-get install kcat (Debian's package), or leave the connector "
+                             "section out (--sections consumer,decode)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -248,6 +249,9 @@ def make_datasets(bootstrap, datasets):
 
 def consumer_runs(bootstrap, datasets, clients, runs, warmup, variants, rows):
     commands = binaries()
+    for client in clients:
+        if not os.path.exists(commands[client][1]):
+            raise SystemExit(f"{commands[client][1]} is missing: run without --no-build")
     for variant in variants:
         pinned = variant == "pinned"
         with Pinning(pinned):
