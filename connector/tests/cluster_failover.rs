@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use common::running::RunningSluice;
 use serde_json::json;
 use sluice_tests::checker::{check, BrokerView, OutputView};
+use sluice_tests::XorShift;
 use sluice_tests::{broker_script, cluster_address, JavaProcess};
 use sluice_wire::client::NewTopic;
 use sluice_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
@@ -46,20 +47,6 @@ enum Victim {
     Leader,
     Controller,
     Random,
-}
-
-/// A tiny xorshift64 generator.
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, bound: u64) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x % bound
-    }
 }
 
 fn sum(offsets: &BTreeMap<i32, i64>, partitions: &BTreeSet<i32>) -> i64 {

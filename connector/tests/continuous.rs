@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use sluice_tests::{broker_address, unique_topic};
+use sluice_tests::{broker_address, unique_topic, XorShift};
 use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, Consumer, FetchConfig, IsolationLevel, OffsetSpec, TopicPartition};
 
@@ -463,24 +463,6 @@ async fn resumes_after_sigterm_with_every_record_once() {
     assert!(tmp.is_empty(), "temporary files left after clean stops: {tmp:?}");
     delete_topic(&client, &topic).await;
     eprintln!("resumes_after_sigterm_with_every_record_once: {:.1}s", started.elapsed().as_secs_f64());
-}
-
-/// A tiny xorshift64 generator: reproducible from its printed seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
 }
 
 /// 20 `kill -9`s at random moments while a producer writes, then one clean run: the destination

@@ -27,6 +27,7 @@ use common::running::RunningSluice;
 use serde_json::json;
 use sluice_tests::broker_address;
 use sluice_tests::checker::{check, BrokerView, OutputView};
+use sluice_tests::XorShift;
 
 const PARTITIONS: i32 = 3;
 
@@ -43,20 +44,6 @@ const POINTS: &[(&str, &str)] = &[
     ("run.begun", "bounded"),
     ("run.finishing", "bounded"),
 ];
-
-/// A tiny xorshift64 generator: reproducible from its printed seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn below(&mut self, bound: u64) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x % bound
-    }
-}
 
 /// Waits until the continuous checkpoints of `topic` reach `ends` (or the process ends).
 fn caught_up(
