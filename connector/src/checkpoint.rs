@@ -30,7 +30,12 @@ pub struct Incarnation {
 impl Incarnation {
     /// The event id of the record at `offset` in `partition`; see the module docs.
     pub fn event_id(&self, partition: i32, offset: i64) -> String {
-        format!("{:016x}:{}:{partition}:{offset}", self.origin_hash(), self.topic_id)
+        format!("{}{partition}:{offset}", self.event_id_prefix())
+    }
+
+    /// What every event id of this incarnation starts with: `<16 hex digits>:<topic id>:`.
+    pub fn event_id_prefix(&self) -> String {
+        format!("{:016x}:{}:", self.origin_hash(), self.topic_id)
     }
 
     fn origin_hash(&self) -> u64 {

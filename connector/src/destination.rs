@@ -74,7 +74,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Incarnation, IncarnationMismatch, Mode, NextOffset};
 use crate::config::is_valid_topic_name;
-use crate::rows::{DeadLetter, Row, Schema};
+use crate::row_lines::RowLines;
+use crate::rows::{DeadLetter, Schema};
 
 /// A destination for rows and certificates. See the module docs for the call order.
 pub trait Destination {
@@ -135,7 +136,7 @@ pub struct Epoch<'a> {
     pub partition: i32,
     pub first_offset: i64,
     pub last_offset: i64,
-    pub rows: &'a [Row],
+    pub rows: &'a RowLines,
     pub dead_letters: &'a [DeadLetter],
 }
 
@@ -477,8 +478,9 @@ impl Destination for LocalDirectory {
         }
         let coordinates = epoch
             .rows
+            .coordinates()
             .iter()
-            .map(|row| (row.partition, row.offset))
+            .copied()
             .chain(epoch.dead_letters.iter().map(|letter| (letter.partition, letter.offset)));
         for (partition, offset) in coordinates {
             if partition != epoch.partition || offset < epoch.first_offset || offset > epoch.last_offset {
@@ -505,7 +507,7 @@ impl Destination for LocalDirectory {
         if !epoch.rows.is_empty() {
             let dir = self.topic_dir(topic).join("segments");
             ensure_dir(&dir)?;
-            write_atomically(&dir.join(&name), &join_lines(epoch.rows.iter().map(Row::to_json_line)))?;
+            write_atomically(&dir.join(&name), epoch.rows.bytes())?;
         }
         Ok(())
     }
@@ -680,7 +682,7 @@ fn generate_connection_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rows::{RecordRef, RowDecoder};
+    use crate::rows::{Column, ColumnType, RecordRef, Row, RowDecoder};
 
     /// A fresh directory under the system temp dir, removed on drop.
     struct TempDir(PathBuf);
@@ -705,7 +707,7 @@ mod tests {
     }
 
     /// Rows for `partition` at each offset in `offsets`, payload `{"n": offset}`.
-    fn rows(partition: i32, offsets: impl IntoIterator<Item = i64>) -> Vec<Row> {
+    fn rows(partition: i32, offsets: impl IntoIterator<Item = i64>) -> RowLines {
         let mut decoder = RowDecoder::new("orders", incarnation("t1"));
         offsets
             .into_iter()
@@ -721,10 +723,17 @@ mod tests {
                 };
                 decoder.decode(&record).unwrap()
             })
+            .collect::<Vec<Row>>()
+            .iter()
             .collect()
     }
 
-    fn epoch<'a>(partition: i32, first: i64, last: i64, rows: &'a [Row]) -> Epoch<'a> {
+    /// The schema of the rows of [`rows`].
+    fn n_schema() -> Schema {
+        Schema::Object(vec![Column { name: "n".into(), column_type: ColumnType::Number }])
+    }
+
+    fn epoch<'a>(partition: i32, first: i64, last: i64, rows: &'a RowLines) -> Epoch<'a> {
         Epoch { partition, first_offset: first, last_offset: last, rows, dead_letters: &[] }
     }
 
@@ -766,7 +775,7 @@ mod tests {
         // Initial frontiers, idle partition 1 included, before any record.
         destination.certify("orders", &positions(&[(0, 0), (1, 5)])).unwrap();
         let batch = rows(0, 0..=2);
-        destination.write_schema("orders", batch[0].schema.as_ref()).unwrap();
+        destination.write_schema("orders", &n_schema()).unwrap();
         destination.write_epoch("orders", &epoch(0, 0, 2, &batch)).unwrap();
         destination.certify("orders", &positions(&[(0, 3)])).unwrap();
         destination.finish_run("orders").unwrap();
@@ -869,7 +878,7 @@ mod tests {
         let batch = rows(0, 0..=1);
         for _ in 0..2 {
             destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
-            destination.write_schema("orders", batch[0].schema.as_ref()).unwrap();
+            destination.write_schema("orders", &n_schema()).unwrap();
             destination.write_epoch("orders", &epoch(0, 0, 1, &batch)).unwrap();
             destination.finish_run("orders").unwrap();
         }
@@ -899,7 +908,7 @@ mod tests {
             destination.finish_run("orders").unwrap();
             // The second run dies before finishing.
             destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
-            destination.write_epoch("orders", &epoch(0, 0, 1, &batch[..2])).unwrap();
+            destination.write_epoch("orders", &epoch(0, 0, 1, &rows(0, 0..=1))).unwrap();
         }
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
         destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
@@ -910,11 +919,11 @@ mod tests {
 
         // A replace run interrupted mid-way has its clearing completed even by an append start.
         destination.begin_run("orders", RunKind::Bounded(WritePolicy::Replace), &incarnation("t1")).unwrap();
-        destination.write_epoch("orders", &epoch(0, 0, 1, &batch[..2])).unwrap();
+        destination.write_epoch("orders", &epoch(0, 0, 1, &rows(0, 0..=1))).unwrap();
         // Simulate the clearing having been cut short: an old continuous segment reappears.
         let old = rows(0, 5..=5);
         let stray = dir.0.join("orders/segments/p0-00000000000000000005-00000000000000000005.jsonl");
-        fs::write(&stray, old[0].to_json_line()).unwrap();
+        fs::write(&stray, old.bytes()).unwrap();
         drop(destination);
         let mut destination = LocalDirectory::open(&dir.0).unwrap();
         destination.begin_run("orders", RunKind::Bounded(WritePolicy::Append), &incarnation("t1")).unwrap();
@@ -932,7 +941,7 @@ mod tests {
         let bad = RecordRef { offset: 1, value: Some(br#"{"n":"x"}"#), ..good };
         let row = decoder.decode(&good).unwrap();
         let letter = DeadLetter::new(&bad, &decoder.decode(&bad).unwrap_err());
-        let rows = [row];
+        let rows: RowLines = [row].iter().collect();
         let letters = [letter];
         let epoch = Epoch { partition: 0, first_offset: 0, last_offset: 1, rows: &rows, dead_letters: &letters };
         destination.write_epoch("orders", &epoch).unwrap();
@@ -970,7 +979,7 @@ mod tests {
             error.to_string().contains("record at partition 0 offset 0 is outside partition 0 offsets [1, 1]"),
             "{error}"
         );
-        destination.write_schema("orders", batch[0].schema.as_ref()).unwrap();
+        destination.write_schema("orders", &n_schema()).unwrap();
         let error = destination.write_schema("orders", &Schema::Raw).unwrap_err();
         assert!(error.to_string().starts_with("topic orders's schema differs from the one its output in"), "{error}");
 

@@ -9,6 +9,7 @@
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.
 //! * [`checkpoint`]: per-partition checkpoints, incarnations and event ids.
 //! * [`rows`]: the schema of a resource and the row each record becomes.
+//! * [`row_lines`]: rows rendered into JSON Lines, with the shortcut for flat JSON objects.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
 //! * [`fault`]: crash points for the reliability tests (compiled in only with `fault-points`).
 
@@ -19,4 +20,5 @@ pub mod destination;
 pub mod fault;
 pub mod json;
 pub mod read;
+pub mod row_lines;
 pub mod rows;

@@ -37,7 +37,8 @@ use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, IsolationLevel, O
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
-use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, Row, RowDecoder, RowError, TimestampType};
+use crate::row_lines::RowLines;
+use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, TimestampType};
 use sluice_wire::connection::{tls, SaslSettings, TlsSettings};
 use sluice_wire::protocol::sasl::SaslCredentials;
 
@@ -339,7 +340,7 @@ struct PartitionRun {
     /// stays correct with a newer epoch (its end offset is then past the position anyway).
     fetched_epoch: i32,
     end: Option<i64>,
-    rows: Vec<Row>,
+    rows: RowLines,
     dead_letters: Vec<DeadLetter>,
     bytes: u64,
     started: Instant,
@@ -352,7 +353,7 @@ impl PartitionRun {
             fetched: position,
             fetched_epoch: epoch,
             end,
-            rows: Vec::new(),
+            rows: RowLines::new(),
             dead_letters: Vec::new(),
             bytes: 0,
             started: Instant::now(),
@@ -633,8 +634,8 @@ impl Session {
                 run.started = Instant::now();
             }
             run.bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
-            match topic.decoder.decode(&record_ref) {
-                Ok(row) => run.rows.push(row),
+            match topic.decoder.decode_into(&record_ref, &mut run.rows) {
+                Ok(_) => {}
                 Err(error) => match config.on_malformed {
                     OnMalformed::Fail => return Err(ReadError::Row(error)),
                     OnMalformed::DeadLetter => run.dead_letters.push(DeadLetter::new(&record_ref, &error)),

@@ -52,6 +52,7 @@ use serde_json::{Map, Value};
 
 use crate::checkpoint::Incarnation;
 use crate::json::{self, parse_strict, JsonError};
+use crate::row_lines::{LinePath, LineTemplate, RowLines};
 
 /// Transport columns, first in every row.
 pub const TRANSPORT_COLUMNS: [&str; 4] = ["topic", "partition", "offset", "tombstone"];
@@ -186,6 +187,8 @@ struct Fixed {
     /// The record that fixed the schema, quoted in mismatch errors.
     partition: i32,
     offset: i64,
+    /// For object schemas: the shortcut of [`RowDecoder::decode_into`].
+    template: Option<LineTemplate>,
 }
 
 impl RowDecoder {
@@ -196,6 +199,19 @@ impl RowDecoder {
     /// The schema, once the first record has fixed it.
     pub fn schema(&self) -> Option<&Arc<Schema>> {
         self.fixed.as_ref().map(|fixed| &fixed.schema)
+    }
+
+    /// Like [`RowDecoder::decode`], appending the row's JSON line to `lines`. A flat JSON object
+    /// that fits the fixed schema takes the shortcut of [`crate::row_lines`]; everything else
+    /// goes through [`RowDecoder::decode`]. Both give the same bytes.
+    pub fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<LinePath, RowError> {
+        if let (Some(template), Some(payload)) = (self.fixed.as_mut().and_then(|f| f.template.as_mut()), record.value) {
+            if template.render_flat(record, payload, lines) {
+                return Ok(LinePath::Flat);
+            }
+        }
+        lines.push(&self.decode(record)?);
+        Ok(LinePath::General)
     }
 
     /// Turns one record into a row, or says why it does not fit the resource's schema.
@@ -266,12 +282,20 @@ impl RowDecoder {
                 )
             }
         };
-        let index = match &schema {
-            Schema::Object(columns) => columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect(),
-            Schema::Raw => HashMap::new(),
+        let (index, template) = match &schema {
+            Schema::Object(columns) => (
+                columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect(),
+                Some(LineTemplate::new(
+                    &self.topic,
+                    &self.incarnation,
+                    columns.iter().map(|c| (c.name.as_str(), c.column_type)),
+                )),
+            ),
+            Schema::Raw => (HashMap::new(), None),
         };
         let schema = Arc::new(schema);
-        self.fixed = Some(Fixed { schema: schema.clone(), index, partition: record.partition, offset: record.offset });
+        self.fixed =
+            Some(Fixed { schema: schema.clone(), index, partition: record.partition, offset: record.offset, template });
         Ok(schema)
     }
 

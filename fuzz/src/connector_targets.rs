@@ -7,6 +7,7 @@
 use serde_json::Value;
 use sluice::checkpoint::Incarnation;
 use sluice::json::{base64_decode, parse_strict};
+use sluice::row_lines::RowLines;
 // `TimestampType` is also the wire's (in `targets.rs`, included next to this file).
 use sluice::rows::{
     DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowPayload, Schema,
@@ -38,14 +39,17 @@ const JSON_ROWS_TOPIC: &str = "fuzz";
 /// - a decoded row's line is strict JSON with the record's coordinates, key and (raw) payload
 ///   bytes recoverable from it, and the payload values of its columns;
 /// - a rejected record names its coordinates, leaves the schema as it was, and its dead letter
-///   is strict JSON from which key, value and headers come back byte for byte.
+///   is strict JSON from which key, value and headers come back byte for byte;
+/// - `decode_into` (with its shortcut for flat objects) gives the same line, or the same error,
+///   as `decode` followed by serialising the row.
 pub fn json_rows(data: &[u8]) {
     let incarnation = Incarnation {
         connection_id: "fuzz-connection".to_string(),
         cluster_id: "fuzz-cluster".to_string(),
         topic_id: "fuzz-topic-id".to_string(),
     };
-    let mut decoder = RowDecoder::new(JSON_ROWS_TOPIC, incarnation);
+    let mut decoder = RowDecoder::new(JSON_ROWS_TOPIC, incarnation.clone());
+    let mut lines_decoder = RowDecoder::new(JSON_ROWS_TOPIC, incarnation);
     for (index, piece) in data.split(|&byte| byte == 0xFF).enumerate() {
         let Some((&flags, bytes)) = piece.split_first() else { continue };
         let offset = index as i64;
@@ -70,9 +74,13 @@ pub fn json_rows(data: &[u8]) {
         }
         let record = RecordRef { partition, offset, key, value, headers: &headers, timestamp };
         let schema_before = decoder.schema().cloned();
+        let mut lines = RowLines::new();
+        let lines_outcome = lines_decoder.decode_into(&record, &mut lines);
         match decoder.decode(&record) {
             Ok(row) => {
                 let line = row.to_json_line();
+                assert!(lines_outcome.is_ok(), "decode_into refused a row decode took: {lines_outcome:?}");
+                assert_eq!(lines.bytes(), [line.as_slice(), b"\n"].concat(), "decode_into wrote another line");
                 let fields = strict_object(&line, "a row line");
                 assert_eq!(fields["topic"].as_str(), Some(JSON_ROWS_TOPIC));
                 assert_eq!(fields["partition"].as_i64(), Some(i64::from(partition)));
@@ -99,6 +107,8 @@ pub fn json_rows(data: &[u8]) {
                 }
             }
             Err(error) => {
+                assert_eq!(lines_outcome.as_ref().err(), Some(&error), "decode_into and decode disagree");
+                assert!(lines.is_empty(), "a rejected record left a line");
                 assert_eq!(
                     (error.topic.as_str(), error.partition, error.offset),
                     (JSON_ROWS_TOPIC, partition, offset),

@@ -1,0 +1,553 @@
+//! Rows rendered straight into JSON Lines: what an epoch holds and a segment file receives.
+//!
+//! The general way from a record to a line is [`RowDecoder::decode`](crate::rows::RowDecoder::decode)
+//! (a `serde_json::Value` tree per payload, fitted to the schema) and then serialising the
+//! [`Row`]. Profiling a bounded read of 2 M JSON rows put most of its CPU time in building,
+//! hashing and dropping those trees. [`RowDecoder::decode_into`](crate::rows::RowDecoder::decode_into)
+//! takes a shortcut for the common payload, a flat JSON object whose keys are columns of the
+//! fixed schema: [`LineTemplate::render_flat`] checks the bytes in one pass and copies the text
+//! of each value into the line.
+//!
+//! The shortcut only takes input it can prove the general way accepts and renders identically:
+//! valid UTF-8; strings without escapes (JSON forbids raw control characters and quotes in a
+//! string, so such a string is already in the form `serde_json` writes); numbers without an
+//! exponent (kept as text by `arbitrary_precision`, so copied as written); `true`, `false`,
+//! `null`; every key a column, once, each value of the column's type. Anything else (nested
+//! values, escapes, exponents, unknown or repeated keys, another type, tombstones, raw
+//! payloads, bad syntax, the record that fixes the schema) goes the general way, so every error
+//! and every edge case has one implementation. The tests here and the `json_rows` fuzz target
+//! render every record both ways and compare the bytes.
+
+use std::collections::HashMap;
+
+use crate::checkpoint::Incarnation;
+use crate::json;
+use crate::rows::{ColumnType, EventTimestamp, HeaderRef, RecordRef, Row, TimestampType};
+
+/// The rendered rows of one epoch: JSON lines (each ending in `\n`) and each row's coordinates.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowLines {
+    bytes: Vec<u8>,
+    coordinates: Vec<(i32, i64)>,
+}
+
+impl RowLines {
+    pub fn new() -> Self {
+        RowLines::default()
+    }
+
+    /// Appends `row` the general way (serialised with serde).
+    pub fn push(&mut self, row: &Row) {
+        serde_json::to_writer(&mut self.bytes, row).unwrap_or_else(|_| unreachable!("a Row always serialises"));
+        self.bytes.push(b'\n');
+        self.coordinates.push((row.partition, row.offset));
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.coordinates.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.coordinates.is_empty()
+    }
+
+    /// The JSON lines, each with its trailing newline: the contents of a segment file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// `(partition, offset)` of every row, in order.
+    pub fn coordinates(&self) -> &[(i32, i64)] {
+        &self.coordinates
+    }
+
+    /// Empties the lines, keeping the allocation for the next epoch.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.coordinates.clear();
+    }
+}
+
+impl<'a> FromIterator<&'a Row> for RowLines {
+    fn from_iter<I: IntoIterator<Item = &'a Row>>(rows: I) -> Self {
+        let mut lines = RowLines::new();
+        for row in rows {
+            lines.push(row);
+        }
+        lines
+    }
+}
+
+/// Which way a line was made; the tests use it to prove the shortcut is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinePath {
+    /// [`LineTemplate::render_flat`]: the payload's bytes checked and copied.
+    Flat,
+    /// Through a `Row` (the first record, anything the shortcut does not take, tombstones, raw).
+    General,
+}
+
+/// The fixed parts of a resource's lines, built once its object schema is fixed, and the
+/// scratch space of [`LineTemplate::render_flat`].
+#[derive(Debug)]
+pub struct LineTemplate {
+    /// `{"topic":"<topic>","partition":`
+    head: Vec<u8>,
+    /// `,"_sluice_event_id":"<origin hash>:<topic id>:` (the partition and offset follow).
+    event_id_head: Vec<u8>,
+    columns: Vec<ColumnTemplate>,
+    index: HashMap<String, usize>,
+    /// Per column: where its value is in the current payload, valid when `seen` equals `stamp`.
+    spans: Vec<(usize, usize)>,
+    seen: Vec<u32>,
+    stamp: u32,
+}
+
+#[derive(Debug)]
+struct ColumnTemplate {
+    name: String,
+    column_type: ColumnType,
+    /// `,"<name>":`
+    key: Vec<u8>,
+}
+
+impl LineTemplate {
+    /// For a resource whose schema has `columns` (name and type, in schema order).
+    pub fn new<'a>(
+        topic: &str,
+        incarnation: &Incarnation,
+        columns: impl IntoIterator<Item = (&'a str, ColumnType)>,
+    ) -> Self {
+        let mut head = b"{\"topic\":".to_vec();
+        write_str(&mut head, topic);
+        head.extend_from_slice(b",\"partition\":");
+        let mut event_id_head = b",\"_sluice_event_id\":".to_vec();
+        write_str(&mut event_id_head, &incarnation.event_id_prefix());
+        event_id_head.pop(); // the closing quote: partition and offset follow
+        let columns: Vec<ColumnTemplate> = columns
+            .into_iter()
+            .map(|(name, column_type)| {
+                let mut key = b",".to_vec();
+                write_str(&mut key, name);
+                key.push(b':');
+                ColumnTemplate { name: name.to_string(), column_type, key }
+            })
+            .collect();
+        let index = columns.iter().enumerate().map(|(i, column)| (column.name.clone(), i)).collect();
+        let width = columns.len();
+        LineTemplate { head, event_id_head, columns, index, spans: vec![(0, 0); width], seen: vec![0; width], stamp: 0 }
+    }
+
+    /// Appends the line of `record` (whose value is `payload`) to `lines` if the payload is a
+    /// flat object the shortcut may take (see the module docs); returns false, with `lines`
+    /// untouched, for anything else.
+    pub fn render_flat(&mut self, record: &RecordRef<'_>, payload: &[u8], lines: &mut RowLines) -> bool {
+        if !self.scan(payload) {
+            return false;
+        }
+        let out = &mut lines.bytes;
+        let mut numbers = itoa::Buffer::new();
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(numbers.format(record.partition).as_bytes());
+        out.extend_from_slice(b",\"offset\":");
+        out.extend_from_slice(numbers.format(record.offset).as_bytes());
+        out.extend_from_slice(b",\"tombstone\":false");
+        out.extend_from_slice(&self.event_id_head);
+        out.extend_from_slice(numbers.format(record.partition).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(numbers.format(record.offset).as_bytes());
+        out.extend_from_slice(b"\",\"_sluice_event_ts\":");
+        write_timestamp(out, record.timestamp);
+        out.extend_from_slice(b",\"_sluice_headers\":");
+        write_headers(out, record.headers);
+        out.extend_from_slice(b",\"_sluice_key\":");
+        write_optional_bytes(out, record.key);
+        for (i, column) in self.columns.iter().enumerate() {
+            out.extend_from_slice(&column.key);
+            if self.seen[i] == self.stamp {
+                let (start, end) = self.spans[i];
+                out.extend_from_slice(&payload[start..end]);
+            } else {
+                out.extend_from_slice(b"null");
+            }
+        }
+        out.extend_from_slice(b"}\n");
+        lines.coordinates.push((record.partition, record.offset));
+        true
+    }
+
+    /// Checks `payload` and records each value's span; false for anything the shortcut does
+    /// not take.
+    fn scan(&mut self, payload: &[u8]) -> bool {
+        // Valid UTF-8 as a whole means every string in it is (its quotes are ASCII); invalid
+        // UTF-8 anywhere is an error the general way reports.
+        let Ok(text) = std::str::from_utf8(payload) else { return false };
+        let bytes = text.as_bytes();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            // After 2^32 rows: no stale entry may equal the new stamp.
+            self.seen.fill(0);
+            self.stamp = 1;
+        }
+        let mut i = skip_whitespace(bytes, 0);
+        if bytes.get(i) != Some(&b'{') {
+            return false;
+        }
+        i = skip_whitespace(bytes, i + 1);
+        if bytes.get(i) == Some(&b'}') {
+            return skip_whitespace(bytes, i + 1) == bytes.len();
+        }
+        let mut member = 0;
+        loop {
+            // Key.
+            let Some(key_end) = plain_string_end(bytes, i) else { return false };
+            let key = &text[i + 1..key_end - 1];
+            let column = match self.columns.get(member) {
+                // Producers usually write the fields in one order: try the same position first.
+                Some(candidate) if candidate.name == key => member,
+                _ => match self.index.get(key) {
+                    Some(&column) => column,
+                    None => return false,
+                },
+            };
+            if self.seen[column] == self.stamp {
+                return false;
+            }
+            i = skip_whitespace(bytes, key_end);
+            if bytes.get(i) != Some(&b':') {
+                return false;
+            }
+            // Value.
+            let start = skip_whitespace(bytes, i + 1);
+            let (end, found) = match bytes.get(start) {
+                Some(b'"') => match plain_string_end(bytes, start) {
+                    Some(end) => (end, Some(ColumnType::String)),
+                    None => return false,
+                },
+                Some(b't') if bytes[start..].starts_with(b"true") => (start + 4, Some(ColumnType::Bool)),
+                Some(b'f') if bytes[start..].starts_with(b"false") => (start + 5, Some(ColumnType::Bool)),
+                Some(b'n') if bytes[start..].starts_with(b"null") => (start + 4, None),
+                Some(b'-' | b'0'..=b'9') => match plain_number_end(bytes, start) {
+                    Some(end) => (end, Some(ColumnType::Number)),
+                    None => return false,
+                },
+                _ => return false,
+            };
+            let column_type = self.columns[column].column_type;
+            if let Some(found) = found {
+                if column_type != ColumnType::Json && column_type != found {
+                    return false;
+                }
+            }
+            self.seen[column] = self.stamp;
+            self.spans[column] = (start, end);
+            member += 1;
+            // A delimiter must follow: this also rejects `truex` and `12a`.
+            i = skip_whitespace(bytes, end);
+            match bytes.get(i) {
+                Some(b',') => i = skip_whitespace(bytes, i + 1),
+                Some(b'}') => return skip_whitespace(bytes, i + 1) == bytes.len(),
+                _ => return false,
+            }
+        }
+    }
+}
+
+/// JSON whitespace, exactly the four characters `serde_json` skips.
+fn skip_whitespace(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// For a string starting at `start` (a quote), the index after its closing quote, or `None`
+/// for an escape, a raw control character or a missing quote.
+fn plain_string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    if bytes.get(start) != Some(&b'"') {
+        return None;
+    }
+    for (i, &byte) in bytes.iter().enumerate().skip(start + 1) {
+        match byte {
+            b'"' => return Some(i + 1),
+            b'\\' | 0x00..=0x1f => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// For a number starting at `start`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?` without an exponent; the
+/// index after it, or `None`.
+fn plain_number_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let digits = |from: usize| from + bytes[from.min(bytes.len())..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut i = start;
+    if bytes.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match bytes.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(i),
+        _ => return None,
+    }
+    if bytes.get(i) == Some(&b'.') {
+        let end = digits(i + 1);
+        if end == i + 1 {
+            return None;
+        }
+        i = end;
+    }
+    match bytes.get(i) {
+        Some(b'e' | b'E') => None,
+        _ => Some(i),
+    }
+}
+
+/// A JSON string, escaped exactly as `serde_json` escapes it.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    serde_json::to_writer(out, text).unwrap_or_else(|_| unreachable!("a str always serialises"));
+}
+
+/// `{"utf8": ...}` or `{"base64": ...}`, as [`json::bytes_to_json`].
+fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            out.extend_from_slice(b"{\"utf8\":");
+            write_str(out, text);
+        }
+        Err(_) => {
+            out.extend_from_slice(b"{\"base64\":\"");
+            out.extend_from_slice(json::base64(bytes).as_bytes());
+            out.push(b'"');
+        }
+    }
+    out.push(b'}');
+}
+
+fn write_optional_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(bytes) => write_bytes(out, bytes),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_headers(out: &mut Vec<u8>, headers: &[HeaderRef<'_>]) {
+    out.push(b'[');
+    for (i, header) in headers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        write_bytes(out, header.key);
+        out.push(b',');
+        write_optional_bytes(out, header.value);
+        out.push(b']');
+    }
+    out.push(b']');
+}
+
+fn write_timestamp(out: &mut Vec<u8>, timestamp: Option<EventTimestamp>) {
+    let Some(timestamp) = timestamp else {
+        out.extend_from_slice(b"null");
+        return;
+    };
+    out.extend_from_slice(b"{\"millis\":");
+    out.extend_from_slice(itoa::Buffer::new().format(timestamp.millis).as_bytes());
+    out.extend_from_slice(match timestamp.kind {
+        TimestampType::CreateTime => &b",\"type\":\"create_time\"}"[..],
+        TimestampType::LogAppendTime => &b",\"type\":\"log_append_time\"}"[..],
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::RowDecoder;
+    use sluice_tests::XorShift;
+
+    fn decoder() -> RowDecoder {
+        RowDecoder::new(
+            "or\"ders",
+            Incarnation { connection_id: "c".into(), cluster_id: "k".into(), topic_id: "tid".into() },
+        )
+    }
+
+    fn record<'a>(offset: i64, value: &'a [u8], headers: &'a [HeaderRef<'a>]) -> RecordRef<'a> {
+        RecordRef {
+            partition: 3,
+            offset,
+            key: (offset % 3 == 0).then_some(b"k\xff".as_slice()),
+            value: Some(value),
+            headers,
+            timestamp: (offset % 2 == 0)
+                .then_some(EventTimestamp { millis: 1_700_000_000_000 + offset, kind: TimestampType::LogAppendTime }),
+        }
+    }
+
+    /// Renders `record` both ways with decoders that have seen the same records, checks the
+    /// outcomes are equal, and returns the way `decode_into` took.
+    fn both_ways(general: &mut RowDecoder, fast: &mut RowDecoder, record: &RecordRef<'_>) -> Option<LinePath> {
+        let mut expected = RowLines::new();
+        let expected_outcome = general.decode(record).map(|row| expected.push(&row));
+        let mut got_lines = RowLines::new();
+        let got_outcome = fast.decode_into(record, &mut got_lines);
+        match (expected_outcome, got_outcome) {
+            (Ok(()), Ok(path)) => {
+                assert_eq!(
+                    String::from_utf8_lossy(got_lines.bytes()),
+                    String::from_utf8_lossy(expected.bytes()),
+                    "payload {:?}",
+                    String::from_utf8_lossy(record.value.unwrap_or_default())
+                );
+                assert_eq!(got_lines.coordinates(), expected.coordinates());
+                Some(path)
+            }
+            (Err(expected), Err(got)) => {
+                assert_eq!(got, expected);
+                assert!(got_lines.is_empty(), "a rejected record left a line");
+                None
+            }
+            (expected, got) => panic!(
+                "payload {:?}: general way {expected:?}, decode_into {got:?}",
+                String::from_utf8_lossy(record.value.unwrap_or_default())
+            ),
+        }
+    }
+
+    const FIRST: &[u8] = br#"{"id":1,"name":"a","paid":true,"amount":1.50,"extra":null,"tags":["x"]}"#;
+
+    #[test]
+    fn flat_objects_take_the_shortcut_and_match_the_general_way() {
+        let (mut general, mut fast) = (decoder(), decoder());
+        let headers = [HeaderRef { key: b"h", value: Some(b"\x00\xff") }, HeaderRef { key: b"e\n", value: None }];
+        assert_eq!(both_ways(&mut general, &mut fast, &record(0, FIRST, &[])), Some(LinePath::General));
+        let flat: [&[u8]; 10] = [
+            br#"{"id":2,"name":"b","paid":false,"amount":-0.25,"extra":"s","tags":"t"}"#,
+            br#" { "name" : "reordered" , "id" : -0 , "paid" : null } "#,
+            br#"{}"#,
+            b"{\"id\":123456789012345678901234567890,\r\n\t\"amount\":0}",
+            "{\"name\":\"café ✓ / \u{2028}\",\"tags\":null}".as_bytes(),
+            b"{\"extra\":12.0,\"tags\":true,\"name\":\"/ and \x7f text\"}",
+            br#"{"id":10}"#,
+            br#"{"name":""}"#,
+            br#"{"amount":100.10}"#,
+            br#"{"tags":-12.5,"extra":false}"#,
+        ];
+        for (i, payload) in flat.iter().enumerate() {
+            let record = record(i as i64 + 1, payload, &headers);
+            assert_eq!(both_ways(&mut general, &mut fast, &record), Some(LinePath::Flat), "{i}");
+        }
+    }
+
+    #[test]
+    fn everything_else_goes_the_general_way_with_the_same_outcome() {
+        let (mut general, mut fast) = (decoder(), decoder());
+        both_ways(&mut general, &mut fast, &record(0, FIRST, &[]));
+        let others: [&[u8]; 24] = [
+            br#"{"name":"esc\"aped"}"#,
+            br#"{"name":"a\u0062"}"#,
+            br#"{"amount":1e5}"#,
+            br#"{"amount":1E+5}"#,
+            br#"{"amount":2.5e-3}"#,
+            br#"{"tags":{"nested":1}}"#,
+            br#"{"tags":[1,2]}"#,
+            br#"{"id":1,"id":2}"#,
+            br#"{"unknown":1}"#,
+            br#"{"id":"a string"}"#,
+            br#"{"paid":1}"#,
+            br#"{"id":01}"#,
+            br#"{"id":1.}"#,
+            br#"{"id":-}"#,
+            br#"{"id":1,}"#,
+            br#"{"id":1} x"#,
+            br#"{"id":tru}"#,
+            br#"{"paid":truex}"#,
+            br#"{"id" 1}"#,
+            b"{\"name\":\"raw\ttab\"}",
+            b"{\"name\":\"\xff\"}",
+            br#"[1]"#,
+            br#"{"n\u0061me":"escaped key"}"#,
+            br#"{"id":1"#,
+        ];
+        for (i, payload) in others.iter().enumerate() {
+            let record = record(i as i64 + 1, payload, &[]);
+            assert_ne!(both_ways(&mut general, &mut fast, &record), Some(LinePath::Flat), "{i}");
+        }
+        let tombstone = RecordRef { value: None, ..record(99, b"", &[]) };
+        assert_eq!(both_ways(&mut general, &mut fast, &tombstone), Some(LinePath::General));
+    }
+
+    /// Random flat and not-quite-flat objects: both ways agree on every one, and the shortcut
+    /// takes a good share of them (so the comparison is not vacuous).
+    #[test]
+    fn random_payloads_render_identically() {
+        let (mut general, mut fast) = (decoder(), decoder());
+        both_ways(&mut general, &mut fast, &record(0, FIRST, &[]));
+        let names = ["id", "name", "paid", "amount", "extra", "tags", "other", "n\\u0061me"];
+        let values = [
+            "0",
+            "-1",
+            "12.50",
+            "1e3",
+            "-0.0",
+            "00",
+            "\"s\"",
+            "\"\"",
+            "\"é\\n\"",
+            "\"a\\\"b\"",
+            "true",
+            "false",
+            "null",
+            "[]",
+            "{}",
+            "{\"a\":1}",
+            "\"\u{2028}\"",
+            "1.",
+            "tru",
+        ];
+        let spaces = ["", " ", "\n", "\t \r"];
+        let mut random = XorShift(0x5eed_1234_abcd_9876);
+        let mut flat = 0;
+        let rounds = 4000;
+        for offset in 1..=rounds {
+            let mut text = String::from(spaces[random.below(4) as usize]);
+            text.push('{');
+            let fields = random.below(5);
+            for field in 0..fields {
+                if field > 0 {
+                    text.push(',');
+                }
+                let bound = if random.below(8) == 0 { 8 } else { 6 };
+                let name = names[random.below(bound) as usize];
+                let value = values[random.below(values.len() as u64) as usize];
+                let space = spaces[random.below(4) as usize];
+                text.push_str(&format!("{space}\"{name}\"{space}:{space}{value}{space}"));
+            }
+            text.push('}');
+            if random.below(50) == 0 {
+                text.push_str(" ,");
+            }
+            let record = record(offset, text.as_bytes(), &[]);
+            if both_ways(&mut general, &mut fast, &record) == Some(LinePath::Flat) {
+                flat += 1;
+            }
+        }
+        assert!(flat > rounds / 10, "only {flat} of {rounds} payloads took the shortcut");
+    }
+
+    #[test]
+    fn number_and_string_scanners() {
+        assert_eq!(plain_number_end(b"-0.5,", 0), Some(4));
+        assert_eq!(plain_number_end(b"120}", 0), Some(3));
+        assert_eq!(plain_number_end(b"0", 0), Some(1));
+        assert_eq!(plain_number_end(b"-", 0), None);
+        assert_eq!(plain_number_end(b"1.", 0), None);
+        assert_eq!(plain_number_end(b"1.5e3", 0), None);
+        assert_eq!(plain_number_end(b"01", 0), Some(1), "the caller rejects what follows");
+        assert_eq!(plain_string_end(br#""ab"c"#, 0), Some(4));
+        assert_eq!(plain_string_end(br#""a\"b""#, 0), None);
+        assert_eq!(plain_string_end(b"\"a\x01\"", 0), None);
+        assert_eq!(plain_string_end(br#""open"#, 0), None);
+    }
+}
