@@ -991,3 +991,70 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Decoding on two threads
+// ---------------------------------------------------------------------------------------------
+
+/// `count` lz4 batches of 1000 records with distinct values of about 210 bytes, from
+/// `base_offset`.
+fn large_lz4_batches(base_offset: i64, count: i64, tag: &str) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|b| {
+            let first = base_offset + b * 1000;
+            let mut builder = RecordBatchBuilder::new(Compression::Lz4).base_offset(first).partition_leader_epoch(5);
+            for i in 0..1000 {
+                let offset = first + i;
+                // Hex of a mixed counter: lz4 cannot shrink it much below half.
+                let noise: String = (0..12u64)
+                    .map(|k| format!("{:016x}", (offset as u64 * 12 + k).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+                    .collect();
+                let value = format!("{tag}-{offset:08}-{noise}");
+                builder.push(1_700_000_000_000 + offset, None, Some(value.as_bytes()), &[]).unwrap();
+            }
+            builder.build().unwrap()
+        })
+        .collect()
+}
+
+/// A response big enough to be decoded on two threads gives every partition its own records,
+/// in order, and reports a bad batch against the right partition while the others apply.
+#[test]
+fn large_multi_partition_response_decodes_each_partition_into_its_own_records() {
+    let metadata = single_leader();
+    let mut state = state(IsolationLevel::ReadUncommitted);
+    for (topic, partition) in [(ORDERS, 0), (ORDERS, 1), (ORDERS, 2), (PAYMENTS, 0)] {
+        state.assign(tp(topic, partition), 0);
+    }
+    let planned = plan_one(&mut state, &metadata);
+    let orders: Vec<Bytes> = (0..3).map(|p| concat(&large_lz4_batches(0, 4 + p, &format!("orders{p}")))).collect();
+    let mut broken = large_lz4_batches(0, 3, "payments0").concat();
+    let last = broken.len() - 1;
+    broken[last] ^= 0xff; // inside the last batch's compressed records: its CRC fails
+    let total: usize = orders.iter().map(Bytes::len).sum::<usize>() + broken.len();
+    assert!(total >= 512 * 1024, "the test must take the two-thread path ({total} bytes)");
+    let outcome = state.handle_response(
+        &planned,
+        response(vec![
+            named(PAYMENTS, vec![partition(0, Some(Bytes::from(broken)))]),
+            named(ORDERS, orders.iter().enumerate().map(|(p, r)| partition(p as i32, Some(r.clone()))).collect()),
+        ]),
+    );
+    for p in 0..3i64 {
+        let tp = tp(ORDERS, p as i32);
+        let expected: Vec<i64> = (0..(4 + p) * 1000).collect();
+        assert_eq!(offsets(&outcome, &tp), expected, "partition {p}");
+        let batch = outcome.batches.iter().find(|batch| batch.topic_partition == tp).unwrap();
+        assert!(batch.records.iter().all(|r| r
+            .value
+            .as_deref()
+            .unwrap()
+            .starts_with(format!("orders{p}-").as_bytes())));
+        assert_eq!(state.position(&tp), Some((4 + p) * 1000));
+    }
+    match &outcome.error {
+        Some(ClientError::Records { topic, partition, .. }) => assert_eq!((topic.as_str(), *partition), (PAYMENTS, 0)),
+        other => panic!("expected the payments batch error, got {other:?}"),
+    }
+    assert_eq!(state.position(&tp(PAYMENTS, 0)), Some(0), "a failed partition keeps its position");
+}
