@@ -118,7 +118,6 @@ struct PartitionState {
     in_flight: bool,
     /// Bumped on every assign and plan; see [`PlannedFetch::generations`].
     generation: u64,
-    decompressor: Decompressor,
 }
 
 /// Positions and in-flight bookkeeping for the assigned partitions.
@@ -132,11 +131,22 @@ pub struct FetchState {
     recreated: Vec<(TopicPartition, TopicId, TopicId)>,
     /// The last fetch generation handed out.
     generations: u64,
+    /// One per decoding thread (see `decode_jobs`), shared by all partitions: what a
+    /// decompressor keeps between batches (the last output buffer, lz4 block buffers, the zstd
+    /// window) then costs memory per thread, not per assigned partition.
+    decompressors: [Decompressor; 2],
 }
 
 impl FetchState {
     pub fn new(limits: FetchLimits) -> Self {
-        FetchState { limits, partitions: BTreeMap::new(), rotation: 0, recreated: Vec::new(), generations: 0 }
+        FetchState {
+            limits,
+            partitions: BTreeMap::new(),
+            rotation: 0,
+            recreated: Vec::new(),
+            generations: 0,
+            decompressors: Default::default(),
+        }
     }
 
     pub fn limits(&self) -> &FetchLimits {
@@ -161,14 +171,7 @@ impl FetchState {
         let generation = self.generations;
         self.partitions.insert(
             topic_partition,
-            PartitionState {
-                position: offset,
-                topic_id,
-                last_fetched_epoch,
-                in_flight: false,
-                generation,
-                decompressor: Decompressor::default(),
-            },
+            PartitionState { position: offset, topic_id, last_fetched_epoch, in_flight: false, generation },
         );
     }
 
@@ -392,19 +395,17 @@ impl FetchState {
                     fetch_offset,
                     records: partition.records.unwrap_or_default(),
                     aborted,
-                    decompressor: std::mem::take(&mut state.decompressor),
                     high_watermark: partition.high_watermark,
                     last_stable_offset: partition.last_stable_offset,
                     log_start_offset: partition.log_start_offset,
                 });
             }
         }
-        let decoded = decode_jobs(jobs, self.limits.isolation, &self.limits.decode);
+        let decoded = decode_jobs(jobs, self.limits.isolation, &self.limits.decode, &mut self.decompressors);
         for (job, decoded) in decoded {
             let tp = job.tp;
             let fetch_offset = job.fetch_offset;
             let Some(state) = self.partitions.get_mut(&tp) else { continue };
-            state.decompressor = job.decompressor;
             let decoded = match decoded {
                 Ok(decoded) => decoded,
                 Err(source) => {
@@ -454,8 +455,6 @@ struct DecodeJob {
     fetch_offset: i64,
     records: bytes::Bytes,
     aborted: Vec<AbortedTransaction>,
-    /// The partition's own, lent for the decode and put back afterwards.
-    decompressor: Decompressor,
     high_watermark: i64,
     last_stable_offset: i64,
     log_start_offset: i64,
@@ -469,27 +468,29 @@ const PARALLEL_DECODE_MIN_BYTES: usize = 512 * 1024;
 /// Decodes every job's records (CRC, decompression, read_committed filtering), in job order.
 /// With two or more partitions and enough bytes, about half of them (by size) are decoded on a
 /// second, scoped thread meanwhile: decompression is most of a consumer's CPU time, and a
-/// response of several partitions would otherwise use one core. Each partition keeps its own
-/// decompressor, so the work splits without sharing anything; the result does not depend on
-/// the split.
+/// response of several partitions would otherwise use one core. Each thread has its own
+/// decompressor (`decompressors[0]` here, `[1]` there), so nothing is shared and the result
+/// does not depend on the split.
 fn decode_jobs(
     mut jobs: Vec<DecodeJob>,
     isolation: IsolationLevel,
     limits: &DecodeLimits,
+    decompressors: &mut [Decompressor; 2],
 ) -> Vec<(DecodeJob, Result<PartitionRecords, RecordError>)> {
-    let decode = |job: &mut DecodeJob| {
+    let decode = |job: &mut DecodeJob, decompressor: &mut Decompressor| {
         decode_partition(
             std::mem::take(&mut job.records),
             job.fetch_offset,
             isolation,
             &job.aborted,
-            &mut job.decompressor,
+            decompressor,
             limits,
         )
     };
     let total: usize = jobs.iter().map(|job| job.records.len()).sum();
+    let [mine_decompressor, their_decompressor] = decompressors;
     let results: Vec<Result<PartitionRecords, RecordError>> = if jobs.len() < 2 || total < PARALLEL_DECODE_MIN_BYTES {
-        jobs.iter_mut().map(decode).collect()
+        jobs.iter_mut().map(|job| decode(job, mine_decompressor)).collect()
     } else {
         // Largest first onto the lighter side, so both sides get about half the bytes.
         let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -510,12 +511,14 @@ fn decode_jobs(
             indices.iter().filter_map(|&i| slots[i].take().map(|job| (i, job))).collect()
         };
         let (mine, theirs) = (take(&here), take(&there));
-        let decode_all = |part: Vec<(usize, &mut DecodeJob)>| -> Vec<(usize, Result<PartitionRecords, RecordError>)> {
-            part.into_iter().map(|(i, job)| (i, decode(job))).collect()
+        let decode_all = |part: Vec<(usize, &mut DecodeJob)>,
+                          decompressor: &mut Decompressor|
+         -> Vec<(usize, Result<PartitionRecords, RecordError>)> {
+            part.into_iter().map(|(i, job)| (i, decode(job, decompressor))).collect()
         };
         let (mut done, other) = std::thread::scope(|scope| {
-            let helper = scope.spawn(|| decode_all(theirs));
-            let done = decode_all(mine);
+            let helper = scope.spawn(|| decode_all(theirs, their_decompressor));
+            let done = decode_all(mine, mine_decompressor);
             (done, helper.join())
         });
         match other {

@@ -5,8 +5,8 @@
 //! Decompression is bounded: output grows in steps this module controls and never past
 //! [`DecodeLimits::max_decompressed_batch_bytes`] (plus one codec block), so a zip bomb fails
 //! with a clear error instead of exhausting memory. Codec state that can be reused lives in a
-//! [`Decompressor`] the caller keeps per partition: a fresh lz4 frame context per batch halves
-//! throughput.
+//! [`Decompressor`] the caller keeps (the consumer: one per decoding thread); a fresh lz4 frame
+//! context per batch halves throughput.
 //!
 //! # References
 //! - `CompressionType.java`, `KafkaLZ4BlockOutputStream.java` (independent blocks only),
@@ -93,7 +93,8 @@ const MIN_GROWTH: usize = 32 * 1024;
 /// limit, whichever is larger.
 const MIN_ZSTD_WINDOW: usize = 8 * 1024 * 1024;
 
-/// Reusable decompression state for one partition's batches.
+/// Reusable decompression state for a sequence of batches (of any partitions: nothing in it
+/// belongs to one; the consumer keeps one per decoding thread).
 ///
 /// Keeps the lz4 frame decoder (its block buffers), the zstd frame decoder (its window and
 /// tables), and the last output buffer: when every record of the previous batch has been
