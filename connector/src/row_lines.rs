@@ -6,7 +6,9 @@
 //! hashing and dropping those trees. [`RowDecoder::decode_into`](crate::rows::RowDecoder::decode_into)
 //! takes a shortcut for the common payload, a flat JSON object whose keys are columns of the
 //! fixed schema: [`LineTemplate::render_flat`] checks the bytes in one pass and copies the text
-//! of each value into the line.
+//! of each value into the line. In a raw resource (its first record was not an object),
+//! [`LineTemplate::render_raw`] writes a payload that cannot be an object as bytes without
+//! parsing it.
 //!
 //! The shortcut only takes input it can prove the general way accepts and renders identically:
 //! valid UTF-8; strings without escapes (JSON forbids raw control characters and quotes in a
@@ -62,11 +64,18 @@ impl RowLines {
         &self.coordinates
     }
 
-    /// Empties the lines, keeping the allocation for the next epoch.
+    /// Empties the lines for the next epoch, keeping at most [`RowLines::KEPT_CAPACITY`] bytes
+    /// of the allocation: every partition has one, so keeping whole epochs' worth would
+    /// multiply by the number of partitions.
     pub fn clear(&mut self) {
         self.bytes.clear();
+        self.bytes.shrink_to(Self::KEPT_CAPACITY);
         self.coordinates.clear();
+        self.coordinates.shrink_to(Self::KEPT_CAPACITY / 256);
     }
+
+    /// See [`RowLines::clear`].
+    pub const KEPT_CAPACITY: usize = 256 * 1024;
 }
 
 impl<'a> FromIterator<&'a Row> for RowLines {
@@ -84,14 +93,18 @@ impl<'a> FromIterator<&'a Row> for RowLines {
 pub enum LinePath {
     /// [`LineTemplate::render_flat`]: the payload's bytes checked and copied.
     Flat,
+    /// [`LineTemplate::render_raw`]: the payload's bytes encoded without parsing.
+    Raw,
     /// Through a `Row` (the first record, anything the shortcut does not take, tombstones, raw).
     General,
 }
 
-/// The fixed parts of a resource's lines, built once its object schema is fixed, and the
-/// scratch space of [`LineTemplate::render_flat`].
+/// The fixed parts of a resource's lines, built once its schema is fixed, and the scratch space
+/// of [`LineTemplate::render_flat`].
 #[derive(Debug)]
 pub struct LineTemplate {
+    /// A raw resource: its one column is `payload`, see [`LineTemplate::render_raw`].
+    raw: bool,
     /// `{"topic":"<topic>","partition":`
     head: Vec<u8>,
     /// `,"_sluice_event_id":"<origin hash>:<topic id>:` (the partition and offset follow).
@@ -113,6 +126,17 @@ struct ColumnTemplate {
 }
 
 impl LineTemplate {
+    /// For a raw resource (its one column is the payload's bytes).
+    pub fn raw(topic: &str, incarnation: &Incarnation) -> Self {
+        LineTemplate { raw: true, ..LineTemplate::new(topic, incarnation, []) }
+    }
+
+    /// Whether this template is for a raw resource ([`LineTemplate::render_raw`]) or an object
+    /// one ([`LineTemplate::render_flat`]).
+    pub fn is_raw(&self) -> bool {
+        self.raw
+    }
+
     /// For a resource whose schema has `columns` (name and type, in schema order).
     pub fn new<'a>(
         topic: &str,
@@ -136,7 +160,16 @@ impl LineTemplate {
             .collect();
         let index = columns.iter().enumerate().map(|(i, column)| (column.name.clone(), i)).collect();
         let width = columns.len();
-        LineTemplate { head, event_id_head, columns, index, spans: vec![(0, 0); width], seen: vec![0; width], stamp: 0 }
+        LineTemplate {
+            raw: false,
+            head,
+            event_id_head,
+            columns,
+            index,
+            spans: vec![(0, 0); width],
+            seen: vec![0; width],
+            stamp: 0,
+        }
     }
 
     /// Appends the line of `record` (whose value is `payload`) to `lines` if the payload is a
@@ -147,6 +180,40 @@ impl LineTemplate {
             return false;
         }
         let out = &mut lines.bytes;
+        self.write_transport_and_metadata(out, record);
+        for (i, column) in self.columns.iter().enumerate() {
+            out.extend_from_slice(&column.key);
+            if self.seen[i] == self.stamp {
+                let (start, end) = self.spans[i];
+                out.extend_from_slice(&payload[start..end]);
+            } else {
+                out.extend_from_slice(b"null");
+            }
+        }
+        out.extend_from_slice(b"}\n");
+        lines.coordinates.push((record.partition, record.offset));
+        true
+    }
+
+    /// Appends the line of `record` (value `payload`) in a raw resource to `lines`, unless the
+    /// payload might be a JSON object (its first non-whitespace byte is `{`): an object in a
+    /// raw resource is an error the general way reports. Anything else is kept as bytes there,
+    /// whatever it parses as, so no parsing is needed here.
+    pub fn render_raw(&mut self, record: &RecordRef<'_>, payload: &[u8], lines: &mut RowLines) -> bool {
+        if payload.get(skip_whitespace(payload, 0)) == Some(&b'{') {
+            return false;
+        }
+        let out = &mut lines.bytes;
+        self.write_transport_and_metadata(out, record);
+        out.extend_from_slice(b",\"payload\":");
+        write_bytes(out, payload);
+        out.extend_from_slice(b"}\n");
+        lines.coordinates.push((record.partition, record.offset));
+        true
+    }
+
+    /// Everything of a line up to the payload columns: `{"topic":..` to `"_sluice_key":..`.
+    fn write_transport_and_metadata(&self, out: &mut Vec<u8>, record: &RecordRef<'_>) {
         let mut numbers = itoa::Buffer::new();
         out.extend_from_slice(&self.head);
         out.extend_from_slice(numbers.format(record.partition).as_bytes());
@@ -163,18 +230,6 @@ impl LineTemplate {
         write_headers(out, record.headers);
         out.extend_from_slice(b",\"_sluice_key\":");
         write_optional_bytes(out, record.key);
-        for (i, column) in self.columns.iter().enumerate() {
-            out.extend_from_slice(&column.key);
-            if self.seen[i] == self.stamp {
-                let (start, end) = self.spans[i];
-                out.extend_from_slice(&payload[start..end]);
-            } else {
-                out.extend_from_slice(b"null");
-            }
-        }
-        out.extend_from_slice(b"}\n");
-        lines.coordinates.push((record.partition, record.offset));
-        true
     }
 
     /// Checks `payload` and records each value's span; false for anything the shortcut does
@@ -534,6 +589,34 @@ mod tests {
             }
         }
         assert!(flat > rounds / 10, "only {flat} of {rounds} payloads took the shortcut");
+    }
+
+    /// A raw resource: payloads that cannot be objects are written as bytes without parsing;
+    /// anything starting with `{` goes the general way (an object there is an error).
+    #[test]
+    fn raw_resources_take_the_raw_shortcut() {
+        let (mut general, mut fast) = (decoder(), decoder());
+        assert_eq!(both_ways(&mut general, &mut fast, &record(0, b"\xff\xfe", &[])), Some(LinePath::General));
+        let raw: [&[u8]; 8] = [
+            b"plain text",
+            b"",
+            b"\x00\x01 binary \xff",
+            b"[1,2,{\"a\":1}]",
+            b"\"a \\\" quoted\\n string\"",
+            b"  42",
+            "caf\u{e9} \u{2028} \t tab".as_bytes(),
+            b"{ broken",
+        ];
+        for (i, payload) in raw.iter().enumerate() {
+            // `{ broken` is no object: kept as bytes, but found out the general way.
+            let expected = if payload.starts_with(b"{") { LinePath::General } else { LinePath::Raw };
+            let expected = Some(expected);
+            assert_eq!(both_ways(&mut general, &mut fast, &record(i as i64 + 1, payload, &[])), expected, "{i}");
+        }
+        // Objects, even behind whitespace, are the general way's to refuse.
+        assert_eq!(both_ways(&mut general, &mut fast, &record(20, b" \n{\"a\":1}", &[])), None);
+        let tombstone = RecordRef { value: None, ..record(21, b"", &[]) };
+        assert_eq!(both_ways(&mut general, &mut fast, &tombstone), Some(LinePath::General));
     }
 
     #[test]

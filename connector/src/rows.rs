@@ -187,7 +187,7 @@ struct Fixed {
     /// The record that fixed the schema, quoted in mismatch errors.
     partition: i32,
     offset: i64,
-    /// For object schemas: the shortcut of [`RowDecoder::decode_into`].
+    /// The shortcuts of [`RowDecoder::decode_into`].
     template: Option<LineTemplate>,
 }
 
@@ -202,11 +202,16 @@ impl RowDecoder {
     }
 
     /// Like [`RowDecoder::decode`], appending the row's JSON line to `lines`. A flat JSON object
-    /// that fits the fixed schema takes the shortcut of [`crate::row_lines`]; everything else
-    /// goes through [`RowDecoder::decode`]. Both give the same bytes.
+    /// that fits the fixed schema, or a payload that cannot be an object in a raw resource,
+    /// takes a shortcut of [`crate::row_lines`]; everything else goes through
+    /// [`RowDecoder::decode`]. Both give the same bytes.
     pub fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<LinePath, RowError> {
         if let (Some(template), Some(payload)) = (self.fixed.as_mut().and_then(|f| f.template.as_mut()), record.value) {
-            if template.render_flat(record, payload, lines) {
+            if template.is_raw() {
+                if template.render_raw(record, payload, lines) {
+                    return Ok(LinePath::Raw);
+                }
+            } else if template.render_flat(record, payload, lines) {
                 return Ok(LinePath::Flat);
             }
         }
@@ -291,7 +296,7 @@ impl RowDecoder {
                     columns.iter().map(|c| (c.name.as_str(), c.column_type)),
                 )),
             ),
-            Schema::Raw => (HashMap::new(), None),
+            Schema::Raw => (HashMap::new(), Some(LineTemplate::raw(&self.topic, &self.incarnation))),
         };
         let schema = Arc::new(schema);
         self.fixed =
