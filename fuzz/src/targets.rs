@@ -268,7 +268,8 @@ fn same_records_after_rebuild(batch: &RecordBatch, builder: &RecordBatchBuilder,
 
 /// `decode_partition` under both isolation levels, with aborted transactions and the fetch offset
 /// taken from the input: `[n: u8][n x (producer_id: u8, first_offset: u8)][fetch_offset: u8][records...]`.
-/// Read_committed must return a subsequence of what read_uncommitted returns.
+/// Read_committed must return a subsequence of what read_uncommitted returns. Run on the records
+/// as they are and again with their CRCs recomputed (see [`record_batch`]).
 pub fn read_committed(data: &[u8]) {
     let Some((&n, rest)) = data.split_first() else { return };
     let n = usize::from(n % 4);
@@ -279,10 +280,17 @@ pub fn read_committed(data: &[u8]) {
         .collect();
     let Some((&fetch_offset, records)) = rest.get(2 * n..).and_then(<[u8]>::split_first) else { return };
     let fetch_offset = i64::from(fetch_offset % 32);
-    let records = Bytes::copy_from_slice(records);
+    read_committed_records(Bytes::copy_from_slice(records), fetch_offset, &aborted);
+    let resealed = with_valid_crcs(records);
+    if resealed != records {
+        read_committed_records(Bytes::from(resealed), fetch_offset, &aborted);
+    }
+}
+
+fn read_committed_records(records: Bytes, fetch_offset: i64, aborted: &[AbortedTransaction]) {
     let limits = fuzz_limits();
     let run = |isolation| {
-        decode_partition(records.clone(), fetch_offset, isolation, &aborted, &mut Decompressor::new(), &limits)
+        decode_partition(records.clone(), fetch_offset, isolation, aborted, &mut Decompressor::new(), &limits)
     };
     let committed = run(IsolationLevel::ReadCommitted);
     let uncommitted = run(IsolationLevel::ReadUncommitted);
@@ -461,8 +469,12 @@ fn synthesized_response(plan: &PlannedFetch, input: &mut Input) -> FetchResponse
             first_offset: i64::from(input.byte() % 64),
         })
         .collect();
+    // An even byte reseals the records' CRCs (see `record_batch`) so that they get past the CRC
+    // check; an odd one keeps them as they are.
+    let reseal = input.byte() & 1 == 0;
     let len = usize::from(input.byte()) * 2;
-    let records = Bytes::copy_from_slice(input.slice(len));
+    let raw = input.slice(len);
+    let records = if reseal { Bytes::from(with_valid_crcs(raw)) } else { Bytes::copy_from_slice(raw) };
     FetchResponse {
         throttle_time_ms: 0,
         error_code: ErrorCode::NONE,
