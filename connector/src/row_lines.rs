@@ -131,6 +131,11 @@ impl LineTemplate {
         LineTemplate { raw: true, ..LineTemplate::new(topic, incarnation, []) }
     }
 
+    /// The position of column `name` in the schema (object resources).
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     /// Whether this template is for a raw resource ([`LineTemplate::render_raw`]) or an object
     /// one ([`LineTemplate::render_flat`]).
     pub fn is_raw(&self) -> bool {

@@ -43,7 +43,6 @@
 //! * Payload columns follow, all of them on every row (null when missing or on a tombstone). A
 //!   raw resource has the single column `payload`, in the bytes form.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -182,13 +181,11 @@ pub struct RowDecoder {
 #[derive(Debug)]
 struct Fixed {
     schema: Arc<Schema>,
-    /// Column index by name, for object schemas.
-    index: HashMap<String, usize>,
     /// The record that fixed the schema, quoted in mismatch errors.
     partition: i32,
     offset: i64,
-    /// The shortcuts of [`RowDecoder::decode_into`].
-    template: Option<LineTemplate>,
+    /// The shortcuts of [`RowDecoder::decode_into`], and the column index by name.
+    template: LineTemplate,
 }
 
 impl RowDecoder {
@@ -206,7 +203,7 @@ impl RowDecoder {
     /// takes a shortcut of [`crate::row_lines`]; everything else goes through
     /// [`RowDecoder::decode`]. Both give the same bytes.
     pub fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<LinePath, RowError> {
-        if let (Some(template), Some(payload)) = (self.fixed.as_mut().and_then(|f| f.template.as_mut()), record.value) {
+        if let (Some(template), Some(payload)) = (self.fixed.as_mut().map(|f| &mut f.template), record.value) {
             if template.is_raw() {
                 if template.render_raw(record, payload, lines) {
                     return Ok(LinePath::Raw);
@@ -287,20 +284,17 @@ impl RowDecoder {
                 )
             }
         };
-        let (index, template) = match &schema {
-            Schema::Object(columns) => (
-                columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect(),
-                Some(LineTemplate::new(
-                    &self.topic,
-                    &self.incarnation,
-                    columns.iter().map(|c| (c.name.as_str(), c.column_type)),
-                )),
+        let template = match &schema {
+            Schema::Object(columns) => LineTemplate::new(
+                &self.topic,
+                &self.incarnation,
+                columns.iter().map(|c| (c.name.as_str(), c.column_type)),
             ),
-            Schema::Raw => (HashMap::new(), Some(LineTemplate::raw(&self.topic, &self.incarnation))),
+            Schema::Raw => LineTemplate::raw(&self.topic, &self.incarnation),
         };
         let schema = Arc::new(schema);
         self.fixed =
-            Some(Fixed { schema: schema.clone(), index, partition: record.partition, offset: record.offset, template });
+            Some(Fixed { schema: schema.clone(), partition: record.partition, offset: record.offset, template });
         Ok(schema)
     }
 
@@ -310,7 +304,7 @@ impl RowDecoder {
         let Schema::Object(columns) = fixed.schema.as_ref() else { unreachable!("fit is called for object schemas") };
         let mut values = vec![Value::Null; width];
         for (name, value) in object {
-            let Some(&index) = fixed.index.get(&name) else {
+            let Some(index) = fixed.template.column_index(&name) else {
                 return Err(self.error(record, RowErrorKind::NewField { field: name, fixed_at: self.fixed_at() }));
             };
             let column_type = columns[index].column_type;
