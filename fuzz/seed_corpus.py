@@ -185,4 +185,24 @@ put("json_rows", "numbers", rows((0x00, b'{"a":1e400,"b":-1234567890123456789012
                                  (0x00, b'{"a":2,"b":3,"c":4,"d":5}')))
 put("json_rows", "empty", b"")
 
+# zstd: the first byte picks the mode (0 frames as given, 1 our frame with edits, 2 round trip).
+def zstd_raw_frame(content, window_exponent=0, checksum=None, last=True):
+    header = struct.pack("<I", 0xFD2FB528) + bytes([0x04 if checksum is not None else 0, window_exponent << 3])
+    block = struct.pack("<I", (len(content) << 3) | int(last))[:3] + content
+    return header + block + (struct.pack("<I", checksum) if checksum is not None else b"")
+def zstd_rle_frame(byte, count):
+    # Single segment with a 2-byte content size (value - 256), one RLE last block.
+    return (struct.pack("<I", 0xFD2FB528) + bytes([0x60]) + struct.pack("<H", count - 256)
+            + struct.pack("<I", (count << 3) | (1 << 1) | 1)[:3] + bytes([byte]))
+text = b"".join(b'{"id":%d,"name":"customer-%d","note":"%s"}\n' % (i, i % 17, b"ab" * (i % 40)) for i in range(60))
+put("zstd", "raw-frame", bytes([0]) + zstd_raw_frame(b"hello zstd"))
+put("zstd", "rle-frame", bytes([0]) + zstd_rle_frame(0x61, 1000))
+put("zstd", "skippable-then-frames", bytes([0]) + struct.pack("<II", 0x184D2A50, 3) + b"abc"
+    + zstd_raw_frame(b"one ") + zstd_raw_frame(b"two", window_exponent=16))
+put("zstd", "bad-checksum", bytes([0]) + zstd_raw_frame(b"checked", checksum=0x12345678))
+put("zstd", "edited-frame", bytes([1, 2]) + struct.pack("<HB", 20, 0x00) + struct.pack("<HB", 40, 0xff) + text)
+put("zstd", "unedited-frame", bytes([1, 0]) + text)
+put("zstd", "round-trip", bytes([2]) + text)
+put("zstd", "empty", b"")
+
 print("corpus written to", CORPUS)

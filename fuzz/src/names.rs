@@ -25,6 +25,7 @@ pub const TARGETS: &[&str] = &[
     "fetch_state",
     "scram",
     "pem",
+    "zstd",
 ];
 
 /// Targets whose code is in `connector_targets.rs` (depends on the `sluice` connector crate,

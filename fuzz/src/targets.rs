@@ -32,7 +32,7 @@ use sluice_wire::protocol::messages::sasl_authenticate::SaslAuthenticateResponse
 use sluice_wire::protocol::messages::sasl_handshake::SaslHandshakeResponse;
 use sluice_wire::protocol::messages::{Response, TopicId};
 use sluice_wire::protocol::records::{
-    decode_partition, AbortedTransaction, Compression, DecodeLimits, Decompressor, IsolationLevel, Record, RecordBatch,
+    codec_panics_caught, decode_partition, AbortedTransaction, Compression, DecodeLimits, Decompressor, IsolationLevel, Record, RecordBatch,
     RecordBatchBuilder, RecordBatches, RecordErrorKind, TimestampType,
 };
 use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism, SaslSession, SaslStep};
@@ -67,8 +67,12 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
             scram(data);
         }
         "pem" => pem(data),
+        "zstd" => zstd(data),
         _ => return false,
     }
+    // The zstd decoder's panics are caught and reported as batch errors (compression.rs); for
+    // the fuzzer they are crashes all the same.
+    assert_eq!(codec_panics_caught(), 0, "a codec panicked (caught) on this input");
     true
 }
 
@@ -605,4 +609,60 @@ pub fn pem(data: &[u8]) {
             assert!(!text.contains(line), "the error quotes the private key: {text}");
         }
     }
+}
+
+/// The zstd decoder (zrip, through `Decompressor`) against a second pure-Rust decoder (ruzstd),
+/// on three kinds of input picked by the first byte: the bytes as they are; a frame our encoder
+/// wrote from the rest, with bytes overwritten at positions the input picks (frames that are
+/// almost valid reach the sequence and literal decoders); and a round trip of the rest. When
+/// both decoders accept, they must agree; a round trip must return its input.
+pub fn zstd(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let limits = fuzz_limits();
+    let mut decompressor = Decompressor::new();
+    let frames = match mode % 3 {
+        0 => rest.to_vec(),
+        1 => {
+            // The rest: pairs (position, byte) to overwrite in the frame, then the content.
+            let edits = usize::from(rest.first().copied().unwrap_or(0) % 8);
+            let Some(patch) = rest.get(1..1 + 3 * edits) else { return };
+            let Some(content) = rest.get(1 + 3 * edits..) else { return };
+            let mut frame = zstd_frame(content);
+            for edit in patch.chunks_exact(3) {
+                if !frame.is_empty() {
+                    let at = usize::from(u16::from_le_bytes([edit[0], edit[1]])) % frame.len();
+                    frame[at] = edit[2];
+                }
+            }
+            frame
+        }
+        _ => {
+            let mut builder = RecordBatchBuilder::new(Compression::Zstd);
+            builder.push(0, None, Some(rest), &[]).expect("push");
+            let batch = Bytes::from(builder.build().expect("build"));
+            let decoded = decode_partition(batch, 0, IsolationLevel::ReadUncommitted, &[], &mut decompressor, &limits)
+                .expect("our own batch decodes");
+            assert_eq!(decoded.records.len(), 1);
+            assert_eq!(decoded.records[0].value.as_deref(), Some(rest), "round trip");
+            return;
+        }
+    };
+    let ours = decompressor.decompress(Compression::Zstd, &Bytes::from(frames.clone()), &limits, 0);
+    let mut reference = ruzstd::decoding::FrameDecoder::new();
+    // A small window keeps the reference decoder's memory inside the fuzz allocation budget;
+    // frames that declare more are not compared.
+    reference.set_max_window_size(1 << 20);
+    let mut theirs = vec![0u8; limits.max_decompressed_batch_bytes];
+    if let (Ok(ours), Ok(length)) = (&ours, reference.decode_all(&frames, &mut theirs)) {
+        assert_eq!(&ours[..], &theirs[..length], "zrip and ruzstd decode the same frames differently");
+    }
+}
+
+/// The records section of a one-record zstd batch our builder writes: one zstd frame of `content`.
+fn zstd_frame(content: &[u8]) -> Vec<u8> {
+    let mut builder = RecordBatchBuilder::new(Compression::Zstd);
+    builder.push(0, None, Some(content), &[]).expect("push");
+    let batch = builder.build().expect("build");
+    // The records section starts after the 61-byte v2 batch header.
+    batch[61..].to_vec()
 }

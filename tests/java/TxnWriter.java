@@ -17,8 +17,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * producers, interleaved, with non-transactional records in between; then leaves one
  * transaction open until stdin closes.
  *
- * <p>Usage: {@code TxnWriter <bootstrap> <topic>}. The topic must not exist; it is created with
- * 3 partitions and the broker's default replication factor.
+ * <p>Usage: {@code TxnWriter <bootstrap> <topic> [compression]}. The topic must not exist; it is
+ * created with 3 partitions and the broker's default replication factor. {@code compression} is
+ * the producers' {@code compression.type} (default {@code none}).
  *
  * <p>The content is deterministic (offsets too, on a fresh topic). Keys are
  * {@code p<partition>-t<txn>-<i>} for transactional records and {@code p<partition>-plain-<n>-<i>}
@@ -46,6 +47,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class TxnWriter {
     private static final long BASE_TIMESTAMP = 1_700_000_000_000L;
     private static final int PARTITIONS = 3;
+    private static String compression = "none";
 
     private final String topic;
     private long clock = BASE_TIMESTAMP;
@@ -56,12 +58,15 @@ public final class TxnWriter {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: TxnWriter <bootstrap> <topic>");
+        if (args.length != 2 && args.length != 3) {
+            System.err.println("usage: TxnWriter <bootstrap> <topic> [compression]");
             System.exit(2);
         }
         String bootstrap = args[0];
         String topic = args[1];
+        if (args.length == 3) {
+            compression = args[2];
+        }
         createTopic(bootstrap, topic);
         new TxnWriter(topic).run(bootstrap);
     }
@@ -199,7 +204,7 @@ public final class TxnWriter {
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
-        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
         props.put(ProducerConfig.LINGER_MS_CONFIG, 0);
         return props;
     }

@@ -2,13 +2,16 @@
 //! transactions across 3 partitions (written by `tests/java/TxnWriter.java`), one transaction
 //! left open, partition 2 ending in an abort marker. Our read_committed and read_uncommitted
 //! reads must equal the Java consumer's record for record, and the last stable offset must stop
-//! at the open transaction.
+//! at the open transaction. The same again with the Java producer compressing with zstd
+//! (zstd-jni, C), and the other way round: the Java consumer reads what our producer wrote with
+//! every codec.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_tests::{base64, broker_address, client, run_java, unique_topic, JavaProcess};
+use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, Consumer, FetchConfig, IsolationLevel, OffsetSpec, Record, TopicPartition};
 
 /// One record as both sides print it.
@@ -97,11 +100,22 @@ async fn read_all(client: &Client, topic: &str, isolation: IsolationLevel, ends:
 
 #[tokio::test]
 async fn read_committed_and_uncommitted_equal_the_java_consumer() {
+    transactions_read_like_the_java_consumer("none").await;
+}
+
+#[tokio::test]
+async fn zstd_written_by_the_java_producer_reads_like_the_java_consumer() {
+    // zstd-jni writes streaming frames (no content size), unlike our producer.
+    transactions_read_like_the_java_consumer("zstd").await;
+}
+
+async fn transactions_read_like_the_java_consumer(compression: &str) {
     let Some(client) = client().await else { return };
-    let topic = unique_topic("txn-diff");
+    let topic = unique_topic(&format!("txn-diff-{compression}"));
     let bootstrap = broker_address();
     // Writes the transactions and holds one open until dropped.
-    let writer = JavaProcess::start_until_ready("TxnWriter", &[&bootstrap, &topic], Duration::from_secs(120));
+    let writer =
+        JavaProcess::start_until_ready("TxnWriter", &[&bootstrap, &topic, compression], Duration::from_secs(120));
 
     for (isolation, name) in
         [(IsolationLevel::ReadCommitted, "read_committed"), (IsolationLevel::ReadUncommitted, "read_uncommitted")]
@@ -152,5 +166,64 @@ async fn read_committed_and_uncommitted_equal_the_java_consumer() {
     assert_eq!(consumer.position(&tps[2]), Some(stable[&tps[2]].offset), "position lands exactly past the marker");
 
     writer.finish();
+    client.delete_topics(&[&topic]).await.expect("delete topic");
+}
+
+/// Records for one codec partition: keys, values (some null, some empty, most a few hundred
+/// bytes of repetitive text, so that zstd and lz4 find matches) and headers.
+fn codec_records(codec: &str, count: usize) -> Vec<ProduceRecord> {
+    (0..count)
+        .map(|i| ProduceRecord {
+            key: (i % 5 != 0).then(|| format!("{codec}-key-{i}").into_bytes()),
+            value: match i % 7 {
+                0 => None,
+                1 => Some(Vec::new()),
+                _ => Some(
+                    format!("{{\"codec\":\"{codec}\",\"i\":{i},\"pad\":\"{}\"}}", "ab".repeat(i % 300)).into_bytes(),
+                ),
+            },
+            headers: vec![("h".to_string(), Some(format!("{i}").into_bytes())), ("none".to_string(), None)],
+            timestamp: 1_700_000_000_000 + i as i64,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_java_consumer_reads_what_we_compress_with_every_codec() {
+    let Some(client) = client().await else { return };
+    let codecs = [
+        ("none", Compression::None),
+        ("gzip", Compression::Gzip),
+        ("snappy", Compression::Snappy),
+        ("lz4", Compression::Lz4),
+        ("zstd", Compression::Zstd),
+    ];
+    let topic = unique_topic("codec-java");
+    client.create_topic(&NewTopic::new(&topic, codecs.len() as i32, 1)).await.expect("create topic");
+    let mut written = Vec::new();
+    for (partition, (name, compression)) in codecs.iter().enumerate() {
+        let tp = TopicPartition::new(&topic, partition as i32);
+        let records = codec_records(name, 600);
+        // Two batches: one large (several compressed blocks for zstd), one small.
+        let base = client.produce(&tp, &records[..500], *compression, -1).await.expect("produce");
+        client.produce(&tp, &records[500..], *compression, -1).await.expect("produce");
+        for (i, record) in records.iter().enumerate() {
+            written.push(Seen {
+                partition: partition as i32,
+                offset: base + i as i64,
+                timestamp: record.timestamp,
+                timestamp_type: "CreateTime".to_string(),
+                key: record.key.as_deref().map(base64),
+                value: record.value.as_deref().map(base64),
+                headers: record.headers.iter().map(|(k, v)| (k.clone(), v.as_deref().map(base64))).collect(),
+            });
+        }
+    }
+    let (java, ends) = parse_java_dump(&run_java("DumpConsumer", &[&broker_address(), &topic, "read_uncommitted"]));
+    assert_eq!(ends.len(), codecs.len());
+    assert_eq!(java.len(), written.len(), "record count");
+    for (java, ours) in java.iter().zip(&written) {
+        assert_eq!(java, ours, "first difference (codec {})", codecs[ours.partition as usize].0);
+    }
     client.delete_topics(&[&topic]).await.expect("delete topic");
 }

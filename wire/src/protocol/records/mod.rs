@@ -33,7 +33,7 @@ mod tests;
 
 pub use batch::{Header, Record, RecordBatch, RecordBatches, Records, TimestampType};
 pub use builder::RecordBatchBuilder;
-pub use compression::{Compression, DecodeLimits, Decompressor};
+pub use compression::{codec_panics_caught, Compression, DecodeLimits, Decompressor};
 pub use error::{RecordError, RecordErrorKind};
 pub use read_committed::{decode_partition, ControlRecordType, PartitionRecords};
 

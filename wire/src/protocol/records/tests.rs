@@ -647,3 +647,92 @@ fn snappy_uses_xerial_framing_as_the_java_client_does() {
     assert_eq!(&bytes[61..69], b"\x82SNAPPY\x00");
     assert_eq!(&bytes[69..77], &[0, 0, 0, 1, 0, 0, 0, 1]);
 }
+
+/// A zstd frame written by hand (RFC 8878 3.1.1): no content size, not single segment, a window
+/// of 2^(10 + `window_exponent`) bytes, one raw last block holding `content`, and `checksum`
+/// (the content checksum, when given).
+fn raw_zstd_frame(window_exponent: u8, content: &[u8], checksum: Option<u32>) -> Vec<u8> {
+    let mut frame = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    frame.push(if checksum.is_some() { 0x04 } else { 0x00 });
+    frame.push(window_exponent << 3);
+    let header = ((content.len() as u32) << 3) | 1; // raw block, last
+    frame.extend_from_slice(&header.to_le_bytes()[..3]);
+    frame.extend_from_slice(content);
+    if let Some(checksum) = checksum {
+        frame.extend_from_slice(&checksum.to_le_bytes());
+    }
+    frame
+}
+
+fn zstd_frame(content: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::new();
+    super::compression::compress(Compression::Zstd, content, &mut frame).unwrap();
+    frame
+}
+
+fn decompress_zstd(input: Vec<u8>, limit: usize) -> Result<Bytes, RecordError> {
+    let limits = DecodeLimits { max_decompressed_batch_bytes: limit };
+    Decompressor::new().decompress(Compression::Zstd, &Bytes::from(input), &limits, 7)
+}
+
+#[test]
+fn zstd_batches_may_hold_several_frames_and_skippable_frames() {
+    // zstd-jni reads concatenated frames, so a producer may write them; skippable frames (magic
+    // 0x184D2A5?) carry metadata and no records.
+    let mut input = zstd_frame(b"first frame, ");
+    input.extend_from_slice(&0x184D_2A53u32.to_le_bytes());
+    input.extend_from_slice(&5u32.to_le_bytes());
+    input.extend_from_slice(b"skip!");
+    input.extend_from_slice(&raw_zstd_frame(0, b"second frame", None));
+    assert_eq!(&decompress_zstd(input, 1 << 20).unwrap()[..], b"first frame, second frame");
+}
+
+#[test]
+fn zstd_frames_with_large_windows_decode_under_a_small_limit() {
+    // Producers at high levels declare windows of 8 MiB and more. The decoder writes into the
+    // output, so the window costs no memory and a 1 MiB limit must not refuse the frame.
+    let input = raw_zstd_frame(16, b"64 MiB window", None);
+    assert_eq!(&decompress_zstd(input, 1 << 20).unwrap()[..], b"64 MiB window");
+}
+
+#[test]
+fn zstd_content_checksums_are_verified() {
+    let error = decompress_zstd(raw_zstd_frame(0, b"checked", Some(0x1234_5678)), 1 << 20).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error.kind(), RecordErrorKind::Decompression { codec: Compression::Zstd, .. }), "{error:?}");
+    assert!(text.contains("at offset 7") && text.to_lowercase().contains("checksum"), "{text}");
+}
+
+#[test]
+fn zstd_trailing_garbage_and_truncation_are_errors() {
+    let frame = zstd_frame(&[42u8; 10_000]);
+    assert_eq!(decompress_zstd(frame.clone(), 1 << 20).unwrap().len(), 10_000);
+    let mut garbage = frame.clone();
+    garbage.extend_from_slice(b"not a frame");
+    assert!(decompress_zstd(garbage, 1 << 20).is_err());
+    for cut in [1, 4, 6, frame.len() / 2, frame.len() - 1] {
+        let error = decompress_zstd(frame[..cut].to_vec(), 1 << 20).unwrap_err();
+        assert!(matches!(error.kind(), RecordErrorKind::Decompression { .. }), "cut at {cut}: {error}");
+    }
+}
+
+#[test]
+fn zstd_frames_declaring_more_than_the_limit_are_refused_before_decoding() {
+    // A frame whose header declares 200 MiB of content fails on the header, as too large.
+    let mut frame = 0xFD2F_B528u32.to_le_bytes().to_vec();
+    frame.push(0b1010_0000); // 4-byte content size, single segment
+    frame.extend_from_slice(&(200u32 << 20).to_le_bytes());
+    frame.extend_from_slice(&((1u32 << 3) | (1 << 1) | 1).to_le_bytes()[..3]); // 1-byte RLE block
+    frame.push(0);
+    let error = decompress_zstd(frame, 1 << 20).unwrap_err();
+    assert!(error.is_too_large(), "{error}");
+}
+
+#[test]
+fn zstd_frames_carry_no_content_checksum_as_the_java_producer_writes() {
+    // zstd-jni and librdkafka leave the checksum off: the batch CRC-32C covers the frame.
+    let frame = zstd_frame(&[7u8; 100_000]);
+    assert_eq!(&frame[..4], &0xFD2F_B528u32.to_le_bytes(), "zstd frame magic");
+    assert_eq!(frame[4] & 0x04, 0, "content checksum flag off");
+    assert_eq!(decompress_zstd(frame, 1 << 20).unwrap().len(), 100_000);
+}
