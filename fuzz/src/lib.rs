@@ -28,6 +28,10 @@ const FIXED_ALLOWANCE: usize = (8 << 20) + LZ4_BLOCKS + ZSTD_REFERENCE;
 /// 4 MiB): 8 MiB whatever the decompression limit. Found by `record_batch` once the zstd window
 /// allowance, which used to cover it too, was gone (`fuzz/corpus/record_batch/lz4-4mib-blocks`).
 const LZ4_BLOCKS: usize = 8 << 20;
+/// The `zstd` target's reference decoder (ruzstd): its 1 MiB output buffer, and its ring buffer
+/// holding the window (at most 1 MiB, `set_max_window_size`) plus the up to 1 MiB it decodes
+/// ahead of each read, with block slack (about 2.25 MiB), which may be copied once as it grows.
+/// The decoder under test keeps no window: it decodes into the output.
 const ZSTD_REFERENCE: usize = (4 << 20) + (256 << 10);
 
 /// Runs one target with an allocation budget derived from the input's length. Going over it

@@ -203,10 +203,11 @@ async fn the_java_consumer_reads_what_we_compress_with_every_codec() {
     let mut written = Vec::new();
     for (partition, (name, compression)) in codecs.iter().enumerate() {
         let tp = TopicPartition::new(&topic, partition as i32);
-        let records = codec_records(name, 600);
-        // Two batches: one large (several compressed blocks for zstd), one small.
-        let base = client.produce(&tp, &records[..500], *compression, -1).await.expect("produce");
-        client.produce(&tp, &records[500..], *compression, -1).await.expect("produce");
+        let records = codec_records(name, 1500);
+        // Two batches: one large (about 330 KiB of records: several zstd blocks of at most
+        // 128 KiB, several lz4 blocks of 64 KiB), one small.
+        let base = client.produce(&tp, &records[..1400], *compression, -1).await.expect("produce");
+        client.produce(&tp, &records[1400..], *compression, -1).await.expect("produce");
         for (i, record) in records.iter().enumerate() {
             written.push(Seen {
                 partition: partition as i32,

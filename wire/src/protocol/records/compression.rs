@@ -2,9 +2,10 @@
 //! framing as the Java client writes it, raw blocks as librdkafka may), lz4 frames (lz4_flex) and
 //! zstd (zrip, whose crates forbid unsafe code).
 //!
-//! Decompression is bounded: output never passes [`DecodeLimits::max_decompressed_batch_bytes`]
-//! (its allocation grows in steps this module controls, except zstd's: see the limit's docs),
-//! so a zip bomb fails with a clear error instead of exhausting memory. Codec state that can be
+//! Decompression is bounded: a batch whose output passes
+//! [`DecodeLimits::max_decompressed_batch_bytes`] is an error, found at most one codec block past
+//! the limit, and the output grows in steps this module controls (zstd's decoder grows its own:
+//! see the limit's docs), so a zip bomb fails with a clear error instead of exhausting memory. Codec state that can be
 //! reused lives in a [`Decompressor`] the caller keeps (the consumer: one per decoding thread); a
 //! fresh lz4 frame context per batch halves throughput.
 //!
@@ -70,9 +71,10 @@ pub struct DecodeLimits {
     /// The most bytes one batch's records may decompress to. Default 64 MiB (the broker's
     /// default `message.max.bytes` is 1 MiB; compression ratios above 64 are rare outside bombs).
     ///
-    /// The output never holds more than this. Its allocation stays within the limit for every
-    /// codec but zstd, whose decoder grows the buffer itself (by doubling, so at most twice the
-    /// limit plus one 128 KiB block). Codec working memory comes on top and is bounded
+    /// Output past this is an error; before the error, the output may hold up to one codec block
+    /// more (zstd 128 KiB). Its allocation stays within that for every codec but zstd, whose
+    /// decoder grows the buffer itself when a frame does not declare its size (by doubling, so
+    /// at most about twice the limit). Codec working memory comes on top and is bounded
     /// independently of the input: lz4 at most two 4 MiB blocks; zstd decodes into the output,
     /// so a frame's declared window costs nothing, and keeps its tables and one block of
     /// literals (about 200 KiB).
@@ -102,9 +104,11 @@ pub fn codec_panics_caught() -> u64 {
 
 /// The zstd level `compress` writes: the Java producer's default `compression.zstd.level`.
 const ZSTD_LEVEL: i32 = 3;
+/// The largest zstd block's output.
+const ZSTD_BLOCK: usize = 128 * 1024;
 /// What the zstd decoder needs past the bytes it has written before it decodes one more block:
-/// a block of up to 128 KiB and 64 bytes of slack for its wide copies.
-const ZSTD_BLOCK_ROOM: usize = 128 * 1024 + 64;
+/// a block and 64 bytes of slack for its wide copies.
+const ZSTD_BLOCK_ROOM: usize = ZSTD_BLOCK + 64;
 /// The zstd decoder's slack past a frame's declared content size.
 const ZSTD_SLACK: usize = 64;
 
@@ -264,18 +268,23 @@ impl Decompressor {
         use zrip::DecompressError;
 
         // zrip decodes every frame of the batch (zstd-jni reads concatenated frames; skippable
-        // frames are skipped) straight into the output, checks content checksums, and stops
-        // at `remaining` bytes of output. ruzstd, used before, was a third as fast here.
+        // frames are skipped) straight into the output and checks content checksums. Its own
+        // limit is one block past ours: a sequence that would pass zrip's limit fails as
+        // "corrupt sequences", indistinguishable from bad data, so it is given room to finish
+        // the block that crosses our limit, and crossing ours is judged from the output length
+        // (zrip truncates its output to what it wrote, on success and on error).
         let remaining = out.limit.saturating_sub(out.buf.len());
         let mut context = self.zstd.take().unwrap_or_default();
         // The crate forbids unsafe code, so a bug in it can panic but not corrupt memory; a
         // panic on broker bytes must not end the process, so it becomes this batch's error.
-        // The context it left is dropped, not reused.
+        // After any error the context is dropped, not reused.
         let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let result = context.decompress_into_with_limit(input, &mut out.buf, remaining);
+            let result = context.decompress_into_with_limit(input, &mut out.buf, remaining + ZSTD_BLOCK);
             (context, result)
         }));
+        let over_limit = out.buf.len() > out.limit;
         match decoded {
+            Ok(_) if over_limit => Err(CodecError::TooLarge),
             Ok((context, Ok(_))) => {
                 self.zstd = Some(context);
                 Ok(())

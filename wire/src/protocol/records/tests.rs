@@ -736,3 +736,45 @@ fn zstd_frames_carry_no_content_checksum_as_the_java_producer_writes() {
     assert_eq!(frame[4] & 0x04, 0, "content checksum flag off");
     assert_eq!(decompress_zstd(frame, 1 << 20).unwrap().len(), 100_000);
 }
+
+/// A zstd frame as zstd-jni (the Java producer) writes it: streamed, so its header declares no
+/// content size and the limit can only be found while decoding.
+fn streaming_zstd_frame(content: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = zrip::FrameEncoder::new(Vec::new(), 3).unwrap();
+    encoder.write_all(content).unwrap();
+    let frame = encoder.finish().unwrap();
+    assert_eq!(frame[4] & 0xE0, 0, "no content size, not single segment");
+    frame
+}
+
+/// `length` bytes of text with repeats, so that zstd writes compressed blocks with sequences.
+fn repetitive_text(length: usize) -> Vec<u8> {
+    let mut text = Vec::with_capacity(length + 64);
+    let mut i = 0u64;
+    while text.len() < length {
+        text.extend_from_slice(format!("order {i} for customer {} in region {}\n", i % 977, i % 13).as_bytes());
+        i += 1;
+    }
+    text.truncate(length);
+    text
+}
+
+#[test]
+fn zstd_frames_without_a_declared_size_stop_at_the_limit_as_too_large() {
+    const LIMIT: usize = 1 << 20;
+    let exact = repetitive_text(LIMIT);
+    assert_eq!(decompress_zstd(streaming_zstd_frame(&exact), LIMIT).unwrap()[..], exact[..], "exactly the limit");
+    let mut two_frames = streaming_zstd_frame(&repetitive_text(600 << 10));
+    two_frames.extend_from_slice(&streaming_zstd_frame(&repetitive_text(600 << 10)));
+    for (what, input) in [
+        ("zeros", streaming_zstd_frame(&vec![0u8; 8 << 20])),
+        ("text one block past", streaming_zstd_frame(&repetitive_text(LIMIT + 1000))),
+        ("text far past", streaming_zstd_frame(&repetitive_text(4 << 20))),
+        ("two frames", two_frames),
+    ] {
+        let error = decompress_zstd(input, LIMIT).unwrap_err();
+        assert!(error.is_too_large(), "{what}: {error}");
+        assert!(error.to_string().contains("exceeds the 1 MiB limit"), "{what}: {error}");
+    }
+}
