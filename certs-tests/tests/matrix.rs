@@ -9,12 +9,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use sluice_certs_tests::SecureBroker;
-use sluice_wire::client::{NewTopic, ProduceRecord, TopicPartition};
 use sluice_wire::connection::tls::client_config;
 use sluice_wire::connection::{ConnectionConfig, SaslSettings, TlsSettings};
 use sluice_wire::protocol::records::Compression;
 use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism};
-use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig};
+use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, RetryPolicy};
+use sluice_wire::{NewTopic, ProduceRecord, TopicPartition};
 
 fn unsecured_jws(subject: &str) -> String {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_secs();
@@ -25,9 +25,12 @@ fn unsecured_jws(subject: &str) -> String {
 
 /// Creates a topic, produces 20 records with lz4, reads them back, checks every key and value.
 async fn round_trip(name: &str, address: String, tls: Option<Arc<rustls::ClientConfig>>, sasl: Option<SaslSettings>) {
-    let mut config = ClientConfig::new([address.clone()]);
-    config.connection = ConnectionConfig { tls, sasl, ..ConnectionConfig::default() };
-    config.max_attempts = 3;
+    let mut connection = ConnectionConfig::default();
+    connection.tls = tls;
+    connection.sasl = sasl;
+    let config = ClientConfig::new([address.clone()])
+        .with_connection(connection)
+        .with_retry(RetryPolicy::default().with_budget(Duration::from_secs(5)));
     let client = Client::connect(config).await.unwrap_or_else(|e| panic!("{name}: connect to {address}: {e}"));
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let topic = format!("matrix-{}-{}-{nanos}", name.to_lowercase().replace([' ', '/'], "-"), std::process::id());
@@ -68,16 +71,11 @@ async fn every_listener_and_mechanism_produces_and_reads() {
         key_pem: Some(broker.pem("client.key")),
     })
     .expect("mTLS settings");
-    let password = |mechanism| SaslSettings {
-        mechanism,
-        credentials: SaslCredentials::username_password("alice", "alice-secret"),
-        allow_plain_without_tls: true,
+    let password = |mechanism| {
+        SaslSettings::new(mechanism, SaslCredentials::username_password("alice", "alice-secret"))
+            .allowing_plain_without_tls(true)
     };
-    let oauth = SaslSettings {
-        mechanism: SaslMechanism::OAuthBearer,
-        credentials: SaslCredentials::oauth_token(unsecured_jws("alice")),
-        allow_plain_without_tls: false,
-    };
+    let oauth = SaslSettings::new(SaslMechanism::OAuthBearer, SaslCredentials::oauth_token(unsecured_jws("alice")));
     round_trip("plaintext", broker.address("INTERNAL"), None, None).await;
     round_trip("tls", broker.address("SSL"), Some(server_tls.clone()), None).await;
     round_trip("mtls", broker.address("MTLS"), Some(mutual_tls), None).await;

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use sluice_certs_tests::SecureBroker;
-use sluice_wire::client::{NewTopic, ProduceRecord, TopicPartition};
 use sluice_wire::connection::tls::client_config;
 use sluice_wire::connection::{Connection, ConnectionConfig, ConnectionError, SaslSettings, TlsError, TlsSettings};
 use sluice_wire::protocol::records::Compression;
 use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism};
-use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig};
+use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, RetryPolicy};
+use sluice_wire::{NewTopic, ProduceRecord, TopicPartition};
 
 const USER: &str = "alice";
 const PASSWORD: &str = "alice-secret";
@@ -37,7 +37,7 @@ fn tls(settings: &TlsSettings) -> Arc<rustls::ClientConfig> {
 }
 
 fn sasl(mechanism: SaslMechanism, credentials: SaslCredentials) -> SaslSettings {
-    SaslSettings { mechanism, credentials, allow_plain_without_tls: true }
+    SaslSettings::new(mechanism, credentials).allowing_plain_without_tls(true)
 }
 
 fn password(mechanism: SaslMechanism, user: &str, password: &str) -> SaslSettings {
@@ -45,7 +45,10 @@ fn password(mechanism: SaslMechanism, user: &str, password: &str) -> SaslSetting
 }
 
 fn connection_config(tls: Option<Arc<rustls::ClientConfig>>, sasl: Option<SaslSettings>) -> ConnectionConfig {
-    ConnectionConfig { connect_timeout: Duration::from_secs(10), tls, sasl, ..ConnectionConfig::default() }
+    let mut config = ConnectionConfig::default().with_timeouts(Duration::from_secs(10), Duration::from_secs(30));
+    config.tls = tls;
+    config.sasl = sasl;
+    config
 }
 
 /// Connects a client to `address`, checks that Metadata lists the broker at that same listener,
@@ -53,7 +56,7 @@ fn connection_config(tls: Option<Arc<rustls::ClientConfig>>, sasl: Option<SaslSe
 async fn connect_client(address: &str, connection: ConnectionConfig) -> Client {
     let mut config = ClientConfig::new([address.to_string()]);
     config.connection = connection;
-    config.max_attempts = 2;
+    config.retry = RetryPolicy::default().with_budget(Duration::from_secs(2));
     let client = Client::connect(config).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"));
     let metadata = client.refresh_metadata(None).await.unwrap_or_else(|e| panic!("metadata from {address}: {e}"));
     let addresses: Vec<String> = metadata.brokers.values().map(|broker| broker.address()).collect();
@@ -313,7 +316,7 @@ async fn password_never_shows_in_client_errors_or_config() {
     let secret = "s3cret-never-printed";
     let mut config = ClientConfig::new([broker.address("SASL_PLAINTEXT")]);
     config.connection = connection_config(None, Some(password(SaslMechanism::ScramSha512, USER, secret)));
-    config.max_attempts = 1;
+    config.retry = RetryPolicy::no_retry();
     assert!(!format!("{config:?}").contains(secret), "{config:?}");
     let error = Client::connect(config).await.expect_err("wrong password accepted");
     let shown = format!("{error} | {error:?}");

@@ -196,7 +196,7 @@ pub struct ClientCertificate {
 }
 
 /// The SASL mechanisms, as the wire client names them.
-pub use sluice_wire::protocol::sasl::SaslMechanism;
+pub use sluice_wire::SaslMechanism;
 
 /// SASL is on when this is present. The username is not secret; the password (or, for
 /// OAUTHBEARER, the token, held in `password` with an empty `username`) is.

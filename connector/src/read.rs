@@ -31,17 +31,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_wire::client::{ClientError, ClusterMetadata, TopicInfo};
-use sluice_wire::protocol::records::TimestampType as WireTimestampType;
-use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, IsolationLevel, OffsetSpec, TopicPartition};
+use sluice_wire::TimestampType as WireTimestampType;
+use sluice_wire::{
+    Client, ClientConfig, ClientError, ClusterMetadata, ConnectionConfig, Consumer, FetchConfig, IsolationLevel,
+    OffsetSpec, RetryPolicy, TopicInfo, TopicPartition,
+};
 
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, TimestampType};
-use sluice_wire::connection::{tls, SaslSettings, TlsSettings};
-use sluice_wire::protocol::sasl::SaslCredentials;
+use sluice_wire::{SaslCredentials, SaslSettings, TlsSettings};
 
 /// Bounded or continuous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,31 +256,37 @@ const MAX_BUFFERED_BYTES: usize = 16 * 1024 * 1024;
 
 /// Connects with the configured brokers, TLS and SASL.
 pub async fn connect(config: &Config) -> Result<Client, ReadError> {
-    let mut client_config = ClientConfig::new(config.brokers.iter().map(ToString::to_string));
-    client_config.connection.client_id = config.client_id.clone();
-    client_config.connection.request_timeout = Duration::from_millis(config.network.request_timeout_ms);
-    client_config.connection.connect_timeout = Duration::from_millis(config.network.connect_timeout_ms);
-    client_config.retry_backoff = Duration::from_millis(config.network.retry_backoff_ms);
-    client_config.retry_backoff_max = Duration::from_millis(config.network.retry_backoff_max_ms);
-    client_config.max_attempts = config.network.retry_max_attempts;
+    let mut connection = ConnectionConfig::default().with_client_id(config.client_id.clone()).with_timeouts(
+        Duration::from_millis(config.network.connect_timeout_ms),
+        Duration::from_millis(config.network.request_timeout_ms),
+    );
     if let Some(tls) = &config.tls {
         let settings = TlsSettings {
             ca_pem: tls.ca_pem.as_ref().map(|pem| pem.expose().to_string()),
             cert_pem: tls.client.as_ref().map(|client| client.cert_pem.expose().to_string()),
             key_pem: tls.client.as_ref().map(|client| client.key_pem.expose().to_string()),
         };
-        let tls = tls::client_config(&settings).map_err(|error| ReadError::Unsupported(error.to_string()))?;
-        client_config.connection.tls = Some(tls);
+        connection =
+            connection.with_tls_settings(&settings).map_err(|error| ReadError::Unsupported(error.to_string()))?;
     }
     if let Some(sasl) = &config.sasl {
         let credentials = match sasl.mechanism {
             SaslMechanism::OAuthBearer => SaslCredentials::oauth_token(sasl.password.expose().to_string()),
             _ => SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
         };
-        let mechanism = sasl.mechanism;
-        client_config.connection.sasl =
-            Some(SaslSettings { mechanism, credentials, allow_plain_without_tls: sasl.allow_plaintext });
+        connection = connection
+            .with_sasl(SaslSettings::new(sasl.mechanism, credentials).allowing_plain_without_tls(sasl.allow_plaintext));
     }
+    // TODO(connector): a retry budget in the config instead of an attempt count.
+    let budget =
+        Duration::from_millis(config.network.retry_backoff_max_ms).saturating_mul(config.network.retry_max_attempts);
+    let client_config = ClientConfig::new(config.brokers.iter().map(ToString::to_string))
+        .with_connection(connection)
+        .with_retry(RetryPolicy::new(
+            Duration::from_millis(config.network.retry_backoff_ms),
+            Duration::from_millis(config.network.retry_backoff_max_ms),
+            budget,
+        ));
     let client = Client::connect(client_config).await?;
     Ok(client)
 }
@@ -402,13 +409,10 @@ impl Session {
                 all
             }
         };
-        let fetch = FetchConfig {
-            max_bytes: config.fetch.max_bytes,
-            partition_max_bytes: config.fetch.partition_max_bytes,
-            max_wait_ms: config.fetch.max_wait_ms,
-            isolation: IsolationLevel::ReadCommitted,
-            ..FetchConfig::default()
-        };
+        let fetch = FetchConfig::default()
+            .with_max_bytes(config.fetch.max_bytes, config.fetch.partition_max_bytes)
+            .with_max_wait_ms(config.fetch.max_wait_ms)
+            .with_isolation(IsolationLevel::ReadCommitted);
         let mut consumer = Consumer::new(client.clone(), fetch);
         let mut topics = Vec::new();
         let mut progress = ReadProgress::default();

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
-use sluice_wire::client::ProduceRecord;
 use sluice_wire::Client;
+use sluice_wire::ProduceRecord;
 
 /// A temp dir with a default config (`{"brokers": [test broker]}` + `extra`) and a dest path.
 fn setup(label: &str, extra: Value) -> (PathBuf, PathBuf) {
@@ -1123,7 +1123,7 @@ async fn topic_recreated_during_a_bounded_run_fails_it() {
     client.delete_topics(&[&topic]).await.expect("delete topic");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match client.create_topic(&sluice_wire::client::NewTopic::new(topic.clone(), 1, 1)).await {
+        match client.create_topic(&sluice_wire::NewTopic::new(topic.clone(), 1, 1)).await {
             Ok(_) => break,
             Err(error) => {
                 assert!(Instant::now() < deadline, "recreate {topic}: {error}");

@@ -34,7 +34,7 @@ use serde_json::json;
 use sluice_tests::checker::{check, BrokerView, OutputView};
 use sluice_tests::XorShift;
 use sluice_tests::{broker_script, cluster_address, JavaProcess};
-use sluice_wire::client::NewTopic;
+use sluice_wire::NewTopic;
 use sluice_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
 
 const PARTITIONS: i32 = 3;
@@ -232,8 +232,8 @@ async fn wait_partition(
     client: &Client,
     tp: &TopicPartition,
     what: &str,
-    check: impl Fn(&sluice_wire::client::PartitionInfo) -> bool,
-) -> sluice_wire::client::PartitionInfo {
+    check: impl Fn(&sluice_wire::PartitionInfo) -> bool,
+) -> sluice_wire::PartitionInfo {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(metadata) = client.refresh_metadata(None).await {
@@ -252,12 +252,12 @@ async fn produce_n(client: &Client, tp: &TopicPartition, from: i64, count: i64, 
     let records: Vec<_> = (from..from + count)
         .map(|n| {
             let value = format!("{{\"p\":{},\"n\":{n}}}", tp.partition);
-            sluice_wire::client::ProduceRecord::new(None, Some(value.as_bytes()))
+            sluice_wire::ProduceRecord::new(None, Some(value.as_bytes()))
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match client.produce(tp, &records, sluice_wire::client::Compression::None, acks).await {
+        match client.produce(tp, &records, sluice_wire::Compression::None, acks).await {
             Ok(offset) => return offset,
             Err(error) => {
                 assert!(Instant::now() < deadline, "produce to {tp}: {error}");

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use sluice_tests::{broker_address, unique_topic, XorShift};
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, Consumer, FetchConfig, IsolationLevel, OffsetSpec, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 // ---------------------------------------------------------------------------------------------
 // Scratch directories, configs and the `sluice` process
@@ -385,7 +385,7 @@ async fn read_topic(client: &Client, topic: &str, partitions: i32) -> BTreeMap<i
     let earliest =
         client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await.expect("earliest");
     let latest = end_offsets(client, topic, partitions).await;
-    let config = FetchConfig { isolation: IsolationLevel::ReadCommitted, ..FetchConfig::default() };
+    let config = FetchConfig::default().with_isolation(IsolationLevel::ReadCommitted);
     let mut consumer = Consumer::new(client.clone(), config);
     let mut records: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
     for tp in &tps {

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::json;
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord, TopicPartition};
 
 fn ci() -> bool {
     std::env::var("CI").is_ok_and(|value| value == "true")

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 
 use bytes::{Bytes, BytesMut};
-use sluice_wire::client::fetch_state::{FetchLimits, FetchState, PlannedFetch};
-use sluice_wire::client::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
+use sluice_wire::fetch_state::{FetchLimits, FetchState, PlannedFetch};
+use sluice_wire::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
 use sluice_wire::connection::tls::{client_config, TlsSettings};
 use sluice_wire::protocol::frame::{encode_frame, FrameDecoder};
 use sluice_wire::protocol::messages::api_versions::ApiVersionsResponse;
@@ -40,7 +40,7 @@ use sluice_wire::protocol::{ErrorCode, Reader};
 
 /// The decode limits of the record targets: small, so that a decompression bomb is refused fast.
 pub fn fuzz_limits() -> DecodeLimits {
-    DecodeLimits { max_decompressed_batch_bytes: 1 << 20 }
+    DecodeLimits::new(1 << 20)
 }
 
 /// Runs target `name` on `data`. Returns false for an unknown name.
@@ -383,7 +383,7 @@ fn fuzz_partition(b: u8) -> TopicPartition {
 /// backwards.
 pub fn fetch_state(data: &[u8]) {
     let metadata = fuzz_metadata();
-    let mut limits = FetchLimits { decode: fuzz_limits(), ..FetchLimits::default() };
+    let mut limits = FetchLimits::default().with_decode_limits(fuzz_limits());
     let mut input = Input(data);
     if input.byte() & 1 == 1 {
         limits.isolation = IsolationLevel::ReadUncommitted;

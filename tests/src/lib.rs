@@ -16,7 +16,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sluice_wire::{Client, ClientConfig};
+use sluice_wire::{Client, ClientConfig, RetryPolicy};
+
+/// The tests' retry policy: the default pauses, for at most 5 s.
+pub fn test_retry() -> RetryPolicy {
+    RetryPolicy::default().with_budget(std::time::Duration::from_secs(5))
+}
 
 /// The bootstrap address of the test broker.
 pub fn broker_address() -> String {
@@ -27,8 +32,7 @@ pub fn broker_address() -> String {
 /// Panics (fails the test) when `CI=true` and the broker cannot be reached.
 pub async fn client() -> Option<Client> {
     let address = broker_address();
-    let mut config = ClientConfig::new([address.clone()]);
-    config.max_attempts = 3;
+    let config = ClientConfig::new([address.clone()]).with_retry(test_retry());
     match Client::connect(config).await {
         Ok(client) => Some(client),
         Err(error) => {
@@ -51,8 +55,7 @@ pub fn cluster_address() -> String {
 /// and the cluster is unreachable, else prints SKIPPED and returns `None`.
 pub async fn cluster_client() -> Option<Client> {
     let address = cluster_address();
-    let mut config = ClientConfig::new(address.split(',').map(str::to_string));
-    config.max_attempts = 3;
+    let config = ClientConfig::new(address.split(',').map(str::to_string)).with_retry(test_retry());
     match Client::connect(config).await {
         Ok(client) => Some(client),
         Err(error) => {

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use sluice_tests::{client, unique_topic};
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, Consumer, FetchConfig, IsolationLevel, OffsetSpec, Record, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 /// Reads `tp` from `from` until the position reaches `end`, with a deadline.
 async fn read_until(client: &Client, config: FetchConfig, tp: &TopicPartition, from: i64, end: i64) -> Vec<Record> {
@@ -110,7 +110,7 @@ async fn produce_and_consume_with_every_codec() {
         assert_eq!(base2, 120);
         let all: Vec<ProduceRecord> = first.iter().chain(&second).cloned().collect();
         for isolation in [IsolationLevel::ReadUncommitted, IsolationLevel::ReadCommitted] {
-            let config = FetchConfig { isolation, ..FetchConfig::default() };
+            let config = FetchConfig::default().with_isolation(isolation);
             let records = read_until(&client, config.clone(), &tp, 0, 127).await;
             assert_same(&all, &records, 0);
             // From the middle of a (compressed) batch: records below the fetch offset are skipped.

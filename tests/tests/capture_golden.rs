@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sluice_tests::{broker_address, client, repo_root, unique_topic, JavaProcess};
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::connection::Connection;
 use sluice_wire::protocol::messages::api_versions::ApiVersionsRequest;
 use sluice_wire::protocol::messages::create_partitions::{CreatePartitionsRequest, CreatePartitionsTopic};
@@ -33,6 +32,7 @@ use sluice_wire::protocol::messages::{Request, Response, TopicId};
 use sluice_wire::protocol::records::RecordBatchBuilder;
 use sluice_wire::protocol::Reader;
 use sluice_wire::{Client, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Codecs in partition order: partition `i` of the codec topic holds records compressed with

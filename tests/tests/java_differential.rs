@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_tests::{base64, broker_address, client, run_java, unique_topic, JavaProcess};
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, Consumer, FetchConfig, IsolationLevel, OffsetSpec, Record, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 /// One record as both sides print it.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ fn seen(partition: i32, record: &Record) -> Seen {
 
 /// Reads every partition from 0 to its end offset under `isolation`, through our client.
 async fn read_all(client: &Client, topic: &str, isolation: IsolationLevel, ends: &BTreeMap<i32, i64>) -> Vec<Seen> {
-    let mut consumer = Consumer::new(client.clone(), FetchConfig { isolation, ..FetchConfig::default() });
+    let mut consumer = Consumer::new(client.clone(), FetchConfig::default().with_isolation(isolation));
     for partition in ends.keys() {
         consumer.assign(TopicPartition::new(topic, *partition), 0);
     }

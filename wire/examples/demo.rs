@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, IsolationLevel, OffsetSpec, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,8 +1,8 @@
 //! Writes one record to a new one-partition topic (for timing a bounded read of one record):
 //! `cargo run -p sluice-wire --example produce_one -- 127.0.0.1:19092 topic`.
 
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, ClientConfig, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

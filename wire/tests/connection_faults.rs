@@ -104,12 +104,9 @@ where
 }
 
 fn config() -> ConnectionConfig {
-    ConnectionConfig {
-        client_id: "sluice-fault-tests".to_string(),
-        connect_timeout: Duration::from_secs(5),
-        request_timeout: REQUEST_TIMEOUT,
-        ..ConnectionConfig::default()
-    }
+    ConnectionConfig::default()
+        .with_client_id("sluice-fault-tests")
+        .with_timeouts(Duration::from_secs(5), REQUEST_TIMEOUT)
 }
 
 async fn connect(address: &str) -> Connection {

@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use sluice_wire::client::fetch_state::{FetchLimits, FetchOutcome, FetchState, PlannedFetch};
-use sluice_wire::client::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
+use sluice_wire::fetch_state::{FetchLimits, FetchOutcome, FetchState, PlannedFetch};
 use sluice_wire::protocol::messages::fetch::{
     EpochEndOffset, FetchAbortedTransaction, FetchResponse, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
 use sluice_wire::protocol::messages::TopicId;
 use sluice_wire::protocol::records::{Compression, ControlRecordType, IsolationLevel, RecordBatchBuilder};
 use sluice_wire::protocol::{ApiKey, ErrorCode};
+use sluice_wire::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo};
 use sluice_wire::{ClientError, TopicPartition};
 
 // ---------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ fn single_leader() -> ClusterMetadata {
 }
 
 fn state(isolation: IsolationLevel) -> FetchState {
-    FetchState::new(FetchLimits { isolation, ..FetchLimits::default() })
+    FetchState::new(FetchLimits::default().with_isolation(isolation))
 }
 
 fn never_busy(_: i32) -> bool {

@@ -11,11 +11,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_wire::client::ClientError;
 use sluice_wire::connection::ConnectionError;
 use sluice_wire::protocol::records::{Compression, RecordBatchBuilder, RecordErrorKind};
 use sluice_wire::protocol::ApiKey;
-use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, TopicPartition};
+use sluice_wire::ClientError;
+use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, RetryPolicy, TopicPartition};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -362,7 +362,7 @@ fn tp() -> TopicPartition {
 }
 
 fn fetch_config() -> FetchConfig {
-    FetchConfig { max_wait_ms: 100, ..FetchConfig::default() }
+    FetchConfig::default().with_max_wait_ms(100)
 }
 
 /// A client bootstrapped from the fake, and a consumer assigned to t-0 at `offset`.
@@ -371,8 +371,9 @@ async fn consumer(broker: &FakeBroker, config: FetchConfig, offset: i64) -> Cons
     client_config.connection.client_id = "sluice-hostile-tests".to_string();
     client_config.connection.connect_timeout = Duration::from_secs(2);
     client_config.connection.request_timeout = REQUEST_TIMEOUT;
-    client_config.retry_backoff = Duration::from_millis(10);
-    client_config.max_attempts = 3;
+    // A few quick retries: 10, 20, 40 ms, within 500 ms.
+    client_config.retry =
+        RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(40), Duration::from_millis(500));
     let client = tokio::time::timeout(POLL_BOUND, Client::connect(client_config))
         .await
         .expect("bootstrap must not hang")

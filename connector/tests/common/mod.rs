@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, IsolationLevel, OffsetSpec, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 /// How long one `sluice` invocation may take before the helper kills it and panics.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);

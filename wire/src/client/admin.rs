@@ -67,7 +67,10 @@ impl Client {
     /// partition changes propagate asynchronously).
     async fn wait_for_leaders(&self, topic: &str, partitions: i32) -> Result<TopicId, ClientError> {
         let topics = [topic.to_string()];
-        for attempt in 0..50u32 {
+        // Propagation takes a few metadata round trips; the retry budget (at least 10 s) bounds
+        // the wait.
+        let deadline = std::time::Instant::now() + self.config().retry.budget.max(std::time::Duration::from_secs(10));
+        loop {
             let metadata = self.refresh_metadata(Some(&topics)).await?;
             if let Some(info) = metadata.topic(topic) {
                 let ready = info.error_code.is_ok()
@@ -77,9 +80,12 @@ impl Client {
                     return Ok(info.topic_id);
                 }
             }
-            tokio::time::sleep(self.backoff(attempt.min(2))).await;
+            if std::time::Instant::now() >= deadline {
+                return Err(ClientError::NoLeader { topic: topic.to_string(), partition: -1 });
+            }
+            // Short, fixed pauses: this is waiting for propagation, not backing off a failure.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        Err(ClientError::NoLeader { topic: topic.to_string(), partition: -1 })
     }
 
     /// Deletes topics by name.

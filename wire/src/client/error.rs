@@ -1,4 +1,7 @@
 //! The client API's error: what failed, on which topic, partition and offset, and what to do.
+//!
+//! `Display` says what happened in one sentence and never repeats its cause: the cause is
+//! [`std::error::Error::source`], so a reporter that walks the chain prints each part once.
 
 use crate::connection::ConnectionError;
 use crate::protocol::records::RecordError;
@@ -6,37 +9,136 @@ use crate::protocol::{ApiKey, ErrorCode};
 
 /// An error from the client API.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ClientError {
-    /// None of the bootstrap addresses answered.
-    NoBootstrap { addresses: Vec<String>, last: Option<ConnectionError> },
-    /// A connection failed.
+    /// None of the bootstrap addresses answered; `last` (also the `source()`) says why the last
+    /// one did not.
+    NoBootstrap {
+        /// The configured bootstrap addresses.
+        addresses: Vec<String>,
+        /// The last address's failure.
+        last: Option<ConnectionError>,
+    },
+    /// A connection failed. Transparent: `Display` and `source()` are the connection error's.
     Connection(ConnectionError),
-    /// The broker answered with an error code the client does not retry (or retried too often).
-    Broker { api: ApiKey, code: ErrorCode, topic: Option<String>, partition: Option<i32>, message: Option<String> },
+    /// The broker answered with an error code the client does not retry.
+    Broker {
+        /// The request that failed.
+        api: ApiKey,
+        /// The broker's error code.
+        code: ErrorCode,
+        /// The topic it concerns, when it concerns one.
+        topic: Option<String>,
+        /// The partition it concerns, when it concerns one.
+        partition: Option<i32>,
+        /// The broker's error message, when it sent one.
+        message: Option<String>,
+    },
     /// The fetch position is outside the partition's retained range. Never reset silently: the
     /// caller decides.
-    OffsetOutOfRange { topic: String, partition: i32, offset: i64 },
+    OffsetOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The position that is out of range.
+        offset: i64,
+    },
     /// The topic is not in the cluster's metadata.
-    UnknownTopic { topic: String },
-    /// The partition has no leader after retries.
-    NoLeader { topic: String, partition: i32 },
-    /// The broker lacks something Sluice requires (cluster id, topic ids, an API version).
-    Unsupported { message: String },
+    UnknownTopic {
+        /// The topic.
+        topic: String,
+    },
+    /// The partition has no leader.
+    NoLeader {
+        /// The topic.
+        topic: String,
+        /// The partition (-1: some partition of the topic).
+        partition: i32,
+    },
+    /// The broker lacks something this client requires (cluster id, topic ids, an API version).
+    Unsupported {
+        /// What is missing.
+        message: String,
+    },
     /// A record batch failed to decode (bad CRC, bad compression, over the decompression limit),
     /// or could not be built for a produce request. For fetched bytes `broker_id` and `broker`
     /// (`host:port`) name the broker that sent them, so a corrupt replica or a hostile endpoint
     /// can be found; both are `None` for a batch this client built.
-    Records { topic: String, partition: i32, broker_id: Option<i32>, broker: Option<String>, source: RecordError },
+    Records {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The broker that sent the bytes.
+        broker_id: Option<i32>,
+        /// That broker's address.
+        broker: Option<String>,
+        /// What is wrong with the batch.
+        source: RecordError,
+    },
     /// The leader's log diverged from what this client read (an unclean leader change
     /// truncated it): records from `end_offset` on that this client may have read are gone.
-    LogTruncated { topic: String, partition: i32, position: i64, end_offset: i64 },
+    LogTruncated {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// This client's position.
+        position: i64,
+        /// Where the leader's log now ends for the epoch this client read.
+        end_offset: i64,
+    },
     /// The topic was deleted and created again under the same name: offsets read before mean
     /// nothing in the new topic.
-    TopicRecreated { topic: String, old_id: String, new_id: String },
-    /// Retries ran out.
-    RetriesExhausted { what: String, last: Box<ClientError> },
-    /// A caller error (bad argument).
-    InvalidArgument { message: String },
+    TopicRecreated {
+        /// The topic.
+        topic: String,
+        /// The topic id positions were read under.
+        old_id: String,
+        /// The topic id the cluster has now.
+        new_id: String,
+    },
+    /// The retry budget ran out; `last` (also the `source()`) is the last failure.
+    RetriesExhausted {
+        /// The operation.
+        what: String,
+        /// Failed attempts.
+        attempts: u32,
+        /// The last failure.
+        last: Box<ClientError>,
+    },
+    /// A caller error (bad argument or configuration).
+    InvalidArgument {
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What kind of failure a [`ClientError`] (or its last cause) is, for callers that branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The network or a broker is unreachable or dropped the connection.
+    Network,
+    /// Authentication failed (SASL) or the broker denied access (an authorization code).
+    Authentication,
+    /// The TLS handshake or settings failed.
+    Tls,
+    /// A broker error code.
+    Broker,
+    /// The position is out of the partition's retained range.
+    OffsetOutOfRange,
+    /// The topic does not exist, has no leader, or was recreated.
+    Topic,
+    /// The log was truncated under the position.
+    LogTruncated,
+    /// Bytes from the broker that do not decode, or a broker that breaks the protocol.
+    Corrupt,
+    /// The broker lacks a feature or version this client needs.
+    Unsupported,
+    /// A bad argument or configuration.
+    InvalidArgument,
 }
 
 impl ClientError {
@@ -50,27 +152,69 @@ impl ClientError {
         ClientError::Broker { api, code, topic: Some(topic.to_string()), partition, message }
     }
 
-    /// The broker's error code, when the error is one.
+    /// The broker's error code, when the error (or its last cause) is one.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             ClientError::Broker { code, .. } => Some(*code),
             ClientError::OffsetOutOfRange { .. } => Some(ErrorCode::OFFSET_OUT_OF_RANGE),
+            ClientError::Connection(error) => error.code(),
             ClientError::RetriesExhausted { last, .. } => last.code(),
             _ => None,
         }
     }
 
+    /// What kind of failure this is (for [`ClientError::RetriesExhausted`], the last one's).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ClientError::NoBootstrap { last: Some(last), .. } => last.kind(),
+            ClientError::NoBootstrap { last: None, .. } => ErrorKind::Network,
+            ClientError::Connection(error) => error.kind(),
+            ClientError::Broker { code, .. } if code.is_authorization() => ErrorKind::Authentication,
+            ClientError::Broker { .. } => ErrorKind::Broker,
+            ClientError::OffsetOutOfRange { .. } => ErrorKind::OffsetOutOfRange,
+            ClientError::UnknownTopic { .. } | ClientError::NoLeader { .. } | ClientError::TopicRecreated { .. } => {
+                ErrorKind::Topic
+            }
+            ClientError::Unsupported { .. } => ErrorKind::Unsupported,
+            ClientError::Records { .. } => ErrorKind::Corrupt,
+            ClientError::LogTruncated { .. } => ErrorKind::LogTruncated,
+            ClientError::RetriesExhausted { last, .. } => last.kind(),
+            ClientError::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+        }
+    }
+
+    /// The position is out of range (see [`ClientError::OffsetOutOfRange`]).
     pub fn is_offset_out_of_range(&self) -> bool {
         matches!(self, ClientError::OffsetOutOfRange { .. })
     }
 
-    /// A later attempt (new connection, refreshed metadata) may succeed.
+    /// Authentication failed or access was denied: retrying will not help until credentials or
+    /// ACLs change.
+    pub fn is_auth(&self) -> bool {
+        self.kind() == ErrorKind::Authentication
+    }
+
+    /// A later attempt (new connection, refreshed metadata) may succeed. Errors the client
+    /// returns after its retry budget ran out ([`ClientError::RetriesExhausted`]) are not.
     pub fn is_retriable(&self) -> bool {
         match self {
             ClientError::Connection(error) => error.is_transient(),
             ClientError::Broker { code, .. } => code.is_retriable(),
-            ClientError::NoLeader { .. } => true,
+            ClientError::NoLeader { .. } | ClientError::NoBootstrap { .. } => true,
             _ => false,
+        }
+    }
+
+    /// The topic and partition the error concerns, when it concerns one partition.
+    pub fn topic_partition(&self) -> Option<(&str, i32)> {
+        match self {
+            ClientError::Broker { topic: Some(topic), partition: Some(partition), .. }
+            | ClientError::OffsetOutOfRange { topic, partition, .. }
+            | ClientError::Records { topic, partition, .. }
+            | ClientError::LogTruncated { topic, partition, .. } => Some((topic, *partition)),
+            ClientError::NoLeader { topic, partition } if *partition >= 0 => Some((topic, *partition)),
+            ClientError::RetriesExhausted { last, .. } => last.topic_partition(),
+            _ => None,
         }
     }
 }
@@ -84,14 +228,12 @@ impl From<ConnectionError> for ClientError {
 impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ClientError::NoBootstrap { addresses, last } => {
-                write!(f, "could not reach any bootstrap broker ({})", addresses.join(", "))?;
-                if let Some(last) = last {
-                    write!(f, "; last error: {last}")?;
-                }
-                write!(f, "; check `brokers` and that the brokers are running")
-            }
-            ClientError::Connection(error) => write!(f, "{error}"),
+            ClientError::NoBootstrap { addresses, .. } => write!(
+                f,
+                "could not reach any bootstrap broker ({}); check the addresses and that the brokers are running",
+                addresses.join(", ")
+            ),
+            ClientError::Connection(error) => std::fmt::Display::fmt(error, f),
             ClientError::Broker { api, code, topic, partition, message } => {
                 write!(f, "{api} failed with {code}")?;
                 match (topic, partition) {
@@ -110,17 +252,19 @@ impl std::fmt::Display for ClientError {
                  retention or DeleteRecords, or the log was truncated); it is not reset automatically"
             ),
             ClientError::UnknownTopic { topic } => write!(f, "topic {topic} does not exist or is not accessible"),
+            ClientError::NoLeader { topic, partition } if *partition < 0 => {
+                write!(f, "topic {topic} has partitions without a leader")
+            }
             ClientError::NoLeader { topic, partition } => write!(f, "{topic}-{partition} has no leader"),
             ClientError::Unsupported { message } => write!(f, "{message}"),
-            ClientError::Records { topic, partition, broker_id, broker, source } => {
-                write!(f, "{topic}-{partition}")?;
+            ClientError::Records { topic, partition, broker_id, broker, .. } => {
+                write!(f, "bad record batch in {topic}-{partition}")?;
                 match (broker_id, broker) {
-                    (Some(id), Some(address)) => write!(f, " from broker {id} ({address})")?,
-                    (Some(id), None) => write!(f, " from broker {id}")?,
-                    (None, Some(address)) => write!(f, " from broker {address}")?,
-                    (None, None) => {}
+                    (Some(id), Some(address)) => write!(f, " from broker {id} ({address})"),
+                    (Some(id), None) => write!(f, " from broker {id}"),
+                    (None, Some(address)) => write!(f, " from broker {address}"),
+                    (None, None) => Ok(()),
                 }
-                write!(f, ": {source}")
             }
             ClientError::LogTruncated { topic, partition, position, end_offset } => write!(
                 f,
@@ -133,7 +277,9 @@ impl std::fmt::Display for ClientError {
                 "topic {topic} was recreated (topic id changed from {old_id} to {new_id}); positions read \
                  from the old topic cannot be used in the new one"
             ),
-            ClientError::RetriesExhausted { what, last } => write!(f, "{what} failed after retries: {last}"),
+            ClientError::RetriesExhausted { what, attempts, .. } => {
+                write!(f, "{what} failed {attempts} times, and the retry budget is spent")
+            }
             ClientError::InvalidArgument { message } => write!(f, "{message}"),
         }
     }
@@ -142,7 +288,9 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ClientError::Connection(error) => Some(error),
+            // Transparent: the connection error's own cause.
+            ClientError::Connection(error) => error.source(),
+            ClientError::NoBootstrap { last: Some(last), .. } => Some(last),
             ClientError::Records { source, .. } => Some(source),
             ClientError::RetriesExhausted { last, .. } => Some(last.as_ref()),
             _ => None,

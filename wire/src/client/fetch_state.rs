@@ -31,17 +31,50 @@ use crate::protocol::records::{
 };
 use crate::protocol::{ApiKey, ErrorAction, ErrorCode};
 
-/// Limits and options of every fetch.
+/// Limits and options of every fetch ([`crate::FetchConfig`]).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct FetchLimits {
     /// Response-wide byte limit (the broker may exceed it by one batch to make progress).
     pub max_bytes: i32,
     /// Per-partition byte limit.
     pub partition_max_bytes: i32,
+    /// How long the broker may wait for `min_bytes` before answering.
     pub max_wait_ms: i32,
+    /// The broker answers as soon as it has this many bytes.
     pub min_bytes: i32,
+    /// read_committed (the default: aborted records and transaction markers never returned)
+    /// or read_uncommitted.
     pub isolation: IsolationLevel,
+    /// The limit on a batch's decompressed size.
     pub decode: DecodeLimits,
+}
+
+impl FetchLimits {
+    /// The same limits with this isolation level.
+    pub fn with_isolation(mut self, isolation: IsolationLevel) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// The same limits with these response sizes (response-wide and per partition).
+    pub fn with_max_bytes(mut self, max_bytes: i32, partition_max_bytes: i32) -> Self {
+        self.max_bytes = max_bytes;
+        self.partition_max_bytes = partition_max_bytes;
+        self
+    }
+
+    /// The same limits with this broker-side wait.
+    pub fn with_max_wait_ms(mut self, max_wait_ms: i32) -> Self {
+        self.max_wait_ms = max_wait_ms;
+        self
+    }
+
+    /// The same limits with this decompression limit.
+    pub fn with_decode_limits(mut self, decode: DecodeLimits) -> Self {
+        self.decode = decode;
+        self
+    }
 }
 
 impl Default for FetchLimits {

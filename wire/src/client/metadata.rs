@@ -35,8 +35,13 @@ pub struct BrokerInfo {
 }
 
 impl BrokerInfo {
+    /// `host:port` to connect to; an IPv6 host in brackets (`[::1]:9092`).
     pub fn address(&self) -> String {
-        format!("{}:{}", self.host, self.port)
+        if self.host.contains(':') && !self.host.starts_with('[') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 }
 

@@ -3,26 +3,23 @@
 //!
 //! Requests that target a partition go to its leader. When the broker answers with a code that
 //! asks for it (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...; see
-//! [`crate::protocol::ErrorCode::action`]) the client refreshes metadata and retries, a bounded
-//! number of times with backoff. Everything else becomes a typed [`ClientError`] with the topic,
+//! `ErrorCode::action`) the client refreshes metadata and retries, with backoff, within the
+//! [`RetryPolicy`] time budget. Everything else becomes a typed [`ClientError`] with the topic,
 //! partition and offset it concerns.
 
 mod admin;
 mod consumer;
 mod error;
+#[cfg_attr(not(feature = "unstable"), allow(dead_code))]
 pub mod fetch_state;
 mod metadata;
 mod produce;
 
 pub use admin::NewTopic;
 pub use consumer::{Consumer, FetchConfig, PartitionBatch};
-pub use error::ClientError;
+pub use error::{ClientError, ErrorKind};
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
 pub use produce::{Compression, ProduceRecord};
-
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::connection::{Connection, ConnectionConfig};
 use crate::protocol::messages::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
@@ -30,31 +27,83 @@ use crate::protocol::messages::metadata::MetadataRequest;
 use crate::protocol::messages::Request;
 use crate::protocol::records::IsolationLevel;
 use crate::protocol::{ApiKey, ErrorAction, ErrorCode};
+use crate::retry::{Retry, RetryPolicy};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
-/// Settings for a [`Client`].
+/// Settings for a [`Client`]: where to bootstrap from, how to connect, how to retry.
+///
+/// ```
+/// use std::time::Duration;
+/// use sluice_wire::{ClientConfig, RetryPolicy};
+///
+/// let config = ClientConfig::new(["kafka-1:9092", "kafka-2:9092"])
+///     .with_retry(RetryPolicy::default().with_budget(Duration::from_secs(30)));
+/// assert_eq!(config.bootstrap.len(), 2);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ClientConfig {
-    /// `host:port` addresses to bootstrap from; any one that answers is enough.
+    /// `host:port` addresses to bootstrap from (`[v6]:port` for IPv6); any one that answers is
+    /// enough.
     pub bootstrap: Vec<String>,
+    /// How each broker connection is made (timeouts, TLS, SASL).
     pub connection: ConnectionConfig,
-    /// First pause before retrying a retriable error; doubles per attempt up to
-    /// `retry_backoff_max`.
-    pub retry_backoff: Duration,
-    pub retry_backoff_max: Duration,
-    /// Attempts for one operation before its last error is raised.
-    pub max_attempts: u32,
+    /// Backoff and time budget for retriable failures (lost connections, timeouts, leader
+    /// changes). With a zero budget an operation gives up after its first failure, and
+    /// [`Client::connect`] after one round over the bootstrap addresses.
+    pub retry: RetryPolicy,
 }
 
 impl ClientConfig {
+    /// Bootstraps from `bootstrap`, with default connection settings and retries.
     pub fn new(bootstrap: impl IntoIterator<Item = impl Into<String>>) -> Self {
         ClientConfig {
             bootstrap: bootstrap.into_iter().map(Into::into).collect(),
             connection: ConnectionConfig::default(),
-            retry_backoff: Duration::from_millis(100),
-            retry_backoff_max: Duration::from_secs(2),
-            max_attempts: 20,
+            retry: RetryPolicy::default(),
         }
     }
+
+    /// The same configuration with these connection settings.
+    pub fn with_connection(mut self, connection: ConnectionConfig) -> Self {
+        self.connection = connection;
+        self
+    }
+
+    /// The same configuration with this retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    fn validate(&self) -> Result<(), ClientError> {
+        if self.bootstrap.is_empty() {
+            return Err(ClientError::InvalidArgument { message: "no bootstrap address given".to_string() });
+        }
+        for address in &self.bootstrap {
+            if !is_host_port(address) {
+                return Err(ClientError::InvalidArgument {
+                    message: format!(
+                        "bootstrap address {address:?} is not host:port (an IPv6 address goes in brackets: \
+                         [::1]:9092)"
+                    ),
+                });
+            }
+        }
+        self.connection.validate().map_err(|message| ClientError::InvalidArgument { message })
+    }
+}
+
+/// `host:port` with a non-empty host and a port number; an IPv6 host in brackets.
+fn is_host_port(address: &str) -> bool {
+    let Some((host, port)) = address.rsplit_once(':') else { return false };
+    let host_ok = if let Some(inner) = host.strip_prefix('[') {
+        inner.strip_suffix(']').is_some_and(|inner| !inner.is_empty())
+    } else {
+        !host.is_empty() && !host.contains(':')
+    };
+    host_ok && port.parse::<u16>().is_ok()
 }
 
 /// Which offset ListOffsets asks for.
@@ -87,7 +136,7 @@ pub struct ListedOffset {
     pub leader_epoch: i32,
 }
 
-/// A connected Kafka client. Cheap to clone.
+/// A connected Kafka client. Cheap to clone: clones share the metadata and the connections.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -96,8 +145,20 @@ pub struct Client {
 struct Inner {
     config: ClientConfig,
     metadata: Mutex<Arc<ClusterMetadata>>,
-    connections: tokio::sync::Mutex<HashMap<i32, Connection>>,
+    /// One slot per broker. The map's lock is held only to find or add a slot; a connect holds
+    /// only its own broker's slot, so a slow or black-holed broker stalls nobody else.
+    connections: Mutex<HashMap<i32, Arc<BrokerSlot>>>,
+    /// The connection for requests any broker can answer (metadata, admin calls), opened to a
+    /// bootstrap address when no broker connection is up. Held during a bootstrap round, which
+    /// only callers that have no live connection at all wait for.
     bootstrap: tokio::sync::Mutex<Option<Connection>>,
+}
+
+/// A broker's connection, or nothing yet. Its lock is held while connecting, so that one broker
+/// gets one connect at a time.
+#[derive(Default)]
+struct BrokerSlot {
+    connection: tokio::sync::Mutex<Option<Connection>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -108,15 +169,17 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Connects to the first bootstrap address that answers and loads the cluster's metadata.
+    ///
+    /// Retriable failures (no address answers, a lost connection) are retried within the
+    /// configured [`RetryPolicy`] budget; a wrong password, a TLS mismatch or an incompatible
+    /// broker fails at once.
     pub async fn connect(config: ClientConfig) -> Result<Client, ClientError> {
-        if config.bootstrap.is_empty() {
-            return Err(ClientError::InvalidArgument { message: "no bootstrap brokers given".to_string() });
-        }
+        config.validate()?;
         let client = Client {
             inner: Arc::new(Inner {
                 config,
                 metadata: Mutex::new(Arc::new(ClusterMetadata::default())),
-                connections: tokio::sync::Mutex::new(HashMap::new()),
+                connections: Mutex::new(HashMap::new()),
                 bootstrap: tokio::sync::Mutex::new(None),
             }),
         };
@@ -124,6 +187,7 @@ impl Client {
         Ok(client)
     }
 
+    /// The configuration this client was made with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
     }
@@ -151,48 +215,66 @@ impl Client {
         Ok(merged)
     }
 
-    /// Sends a request to any broker: the bootstrap connection, opened on first use and reopened
-    /// on the next bootstrap address when it fails.
-    pub async fn send_to_any<R: Request>(&self, request: &R) -> Result<R::Response, ClientError>
+    /// Sends a request that any broker can answer: over a live connection if there is one,
+    /// else over a new connection to a bootstrap address. Transient failures are retried within
+    /// the retry budget.
+    pub(crate) async fn send_to_any<R: Request>(&self, request: &R) -> Result<R::Response, ClientError>
     where
         R::Response: Send + 'static,
     {
-        let mut last = None;
-        for attempt in 0..self.inner.config.max_attempts.max(1) {
-            let connection = match self.bootstrap_connection().await {
+        let mut retry = Retry::new(self.inner.config.retry);
+        loop {
+            let connection = match self.any_connection().await {
                 Ok(connection) => connection,
-                Err(error @ ClientError::Connection(_)) => return Err(error),
                 Err(error) => {
-                    last = Some(error);
-                    tokio::time::sleep(self.backoff(attempt)).await;
-                    continue;
+                    if matches!(error, ClientError::NoBootstrap { .. })
+                        && retry.pause("connecting to a bootstrap broker", &error).await
+                    {
+                        continue;
+                    }
+                    return Err(error);
                 }
             };
             match connection.send(request).await {
                 Ok(response) => return Ok(response),
                 Err(error) if error.is_transient() => {
                     connection.close();
-                    *self.inner.bootstrap.lock().await = None;
-                    last = Some(ClientError::Connection(error));
-                    tokio::time::sleep(self.backoff(attempt)).await;
+                    let error = ClientError::Connection(error);
+                    if !retry.pause(&format!("{} request", R::API_KEY), &error).await {
+                        return Err(error);
+                    }
                 }
                 Err(error) => return Err(error.into()),
             }
         }
-        Err(last.unwrap_or(ClientError::NoBootstrap { addresses: self.inner.config.bootstrap.clone(), last: None }))
     }
 
-    async fn bootstrap_connection(&self) -> Result<Connection, ClientError> {
+    /// A live connection to any broker, else one opened to a bootstrap address.
+    async fn any_connection(&self) -> Result<Connection, ClientError> {
+        let slots: Vec<Arc<BrokerSlot>> = self.lock_connections().values().cloned().collect();
+        for slot in slots {
+            // A slot that is connecting is busy: do not wait for it.
+            if let Ok(guard) = slot.connection.try_lock() {
+                if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
+                    return Ok(connection.clone());
+                }
+            }
+        }
         let mut guard = self.inner.bootstrap.lock().await;
         if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
             return Ok(connection.clone());
         }
         // Known brokers first (the cluster may have moved on from the bootstrap list), then the
-        // configured addresses.
+        // configured addresses, each once.
         let mut addresses: Vec<String> = self.metadata().brokers.values().map(BrokerInfo::address).collect();
-        addresses.extend(self.inner.config.bootstrap.iter().cloned());
+        for address in &self.inner.config.bootstrap {
+            if !addresses.contains(address) {
+                addresses.push(address.clone());
+            }
+        }
         let mut last = None;
         for address in &addresses {
+            tracing::debug!(broker = %address, "connecting to a bootstrap broker");
             match Connection::connect(address, self.inner.config.connection.clone()).await {
                 Ok(connection) => {
                     *guard = Some(connection.clone());
@@ -201,16 +283,25 @@ impl Client {
                 // A wrong password, a TLS mismatch or an incompatible broker will not get better
                 // on another address or attempt: report it now.
                 Err(error) if !error.is_transient() => return Err(error.into()),
-                Err(error) => last = Some(error),
+                Err(error) => {
+                    tracing::warn!(broker = %address, "cannot connect to bootstrap broker {address}: {error}");
+                    last = Some(error);
+                }
             }
         }
         Err(ClientError::NoBootstrap { addresses: self.inner.config.bootstrap.clone(), last })
     }
 
-    /// The connection to broker `node_id`, opened on first use.
-    pub async fn connection_to(&self, node_id: i32) -> Result<Connection, ClientError> {
-        let mut connections = self.inner.connections.lock().await;
-        if let Some(connection) = connections.get(&node_id).filter(|connection| !connection.is_closed()) {
+    fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Arc<BrokerSlot>>> {
+        self.inner.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The connection to broker `node_id`, opened on first use (and after it closed). Only
+    /// callers of the same broker wait while it connects.
+    pub(crate) async fn connection_to(&self, node_id: i32) -> Result<Connection, ClientError> {
+        let slot = self.lock_connections().entry(node_id).or_default().clone();
+        let mut guard = slot.connection.lock().await;
+        if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
             return Ok(connection.clone());
         }
         let address = match self.metadata().brokers.get(&node_id) {
@@ -221,22 +312,10 @@ impl Client {
                 })
             }
         };
+        tracing::debug!(broker = %address, node_id, "connecting");
         let connection = Connection::connect(&address, self.inner.config.connection.clone()).await?;
-        connections.insert(node_id, connection.clone());
+        *guard = Some(connection.clone());
         Ok(connection)
-    }
-
-    /// Forgets a broken connection so that the next request opens a new one.
-    pub(crate) async fn drop_connection(&self, node_id: i32) {
-        if let Some(connection) = self.inner.connections.lock().await.remove(&node_id) {
-            connection.close();
-        }
-    }
-
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        // Exponential from the configured backoff, capped by the configured maximum.
-        let factor = 1u32 << attempt.min(16);
-        self.inner.config.retry_backoff.saturating_mul(factor).min(self.inner.config.retry_backoff_max)
     }
 
     /// The leader of each partition, refreshing metadata once for partitions without one.
@@ -279,15 +358,16 @@ impl Client {
     ) -> Result<HashMap<TopicPartition, ListedOffset>, ClientError> {
         let mut results = HashMap::new();
         let mut pending: Vec<TopicPartition> = partitions.to_vec();
-        let mut attempt = 0;
+        let mut retry = Retry::new(self.inner.config.retry);
         while !pending.is_empty() {
-            let mut retry = Vec::new();
+            let mut retry_partitions = Vec::new();
             let mut last_error = None;
             let by_leader = match self.leaders(&pending).await {
                 Ok(by_leader) => by_leader,
-                Err(error) if error.is_retriable() && attempt + 1 < self.inner.config.max_attempts => {
-                    attempt += 1;
-                    tokio::time::sleep(self.backoff(attempt)).await;
+                Err(error) if error.is_retriable() => {
+                    if !retry.pause("ListOffsets (finding leaders)", &error).await {
+                        return Err(error);
+                    }
                     self.refresh_metadata(None).await?;
                     continue;
                 }
@@ -315,7 +395,7 @@ impl Client {
                     Ok(response) => response,
                     Err(error) if error.is_retriable() => {
                         last_error = Some(error);
-                        retry.extend(group);
+                        retry_partitions.extend(group);
                         continue;
                     }
                     Err(error) => return Err(error),
@@ -342,7 +422,7 @@ impl Client {
                                     Some(tp.partition),
                                     None,
                                 ));
-                                retry.push(tp);
+                                retry_partitions.push(tp);
                             }
                             ErrorAction::Raise => {
                                 return Err(ClientError::broker(
@@ -357,31 +437,31 @@ impl Client {
                     }
                 }
             }
-            if !retry.is_empty() {
-                attempt += 1;
-                if attempt >= self.inner.config.max_attempts {
-                    let last = last_error.unwrap_or(ClientError::InvalidArgument {
-                        message: "ListOffsets returned no answer for some partitions".to_string(),
-                    });
+            if !retry_partitions.is_empty() {
+                let last = last_error.unwrap_or(ClientError::InvalidArgument {
+                    message: "ListOffsets returned no answer for some partitions".to_string(),
+                });
+                if !retry.pause("ListOffsets", &last).await {
                     return Err(ClientError::RetriesExhausted {
                         what: "ListOffsets".to_string(),
+                        attempts: retry.attempts(),
                         last: Box::new(last),
                     });
                 }
-                tokio::time::sleep(self.backoff(attempt)).await;
-                let mut topics: Vec<String> = retry.iter().map(|tp| tp.topic.clone()).collect();
+                let mut topics: Vec<String> = retry_partitions.iter().map(|tp| tp.topic.clone()).collect();
                 topics.sort();
                 topics.dedup();
                 self.refresh_metadata(Some(&topics)).await?;
             }
-            pending = retry;
+            pending = retry_partitions;
         }
         Ok(results)
     }
 
-    /// Sends a request to one broker; a transient connection failure drops that connection (so
-    /// the next attempt reconnects) and is returned as retriable.
-    pub async fn send_to_broker<R: Request>(&self, node_id: i32, request: &R) -> Result<R::Response, ClientError>
+    /// Sends a request to one broker. A transient connection failure closes that connection
+    /// (the next request reconnects) and is returned as retriable; the caller decides whether to
+    /// retry.
+    pub(crate) async fn send_to_broker<R: Request>(&self, node_id: i32, request: &R) -> Result<R::Response, ClientError>
     where
         R::Response: Send + 'static,
     {
@@ -390,10 +470,34 @@ impl Client {
             Ok(response) => Ok(response),
             Err(error) => {
                 if error.is_transient() {
-                    self.drop_connection(node_id).await;
+                    connection.close();
                 }
                 Err(error.into())
             }
         }
+    }
+}
+
+/// Raw requests, for benchmarks and tests (the `unstable` feature): no semver promise.
+#[cfg(feature = "unstable")]
+impl Client {
+    /// Sends `request` to broker `node_id` without retrying.
+    pub async fn send_request_to_broker<R: Request>(
+        &self,
+        node_id: i32,
+        request: &R,
+    ) -> Result<R::Response, ClientError>
+    where
+        R::Response: Send + 'static,
+    {
+        self.send_to_broker(node_id, request).await
+    }
+
+    /// Sends `request` to any broker, retrying transient failures within the retry budget.
+    pub async fn send_request_to_any<R: Request>(&self, request: &R) -> Result<R::Response, ClientError>
+    where
+        R::Response: Send + 'static,
+    {
+        self.send_to_any(request).await
     }
 }

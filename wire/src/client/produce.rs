@@ -83,7 +83,7 @@ impl Client {
                 partitions: vec![ProducePartition { index: topic_partition.partition, records: batch }],
             }],
         };
-        let mut attempt = 0;
+        let mut retry = crate::retry::Retry::new(self.config().retry);
         loop {
             let leader =
                 *self.leaders(std::slice::from_ref(topic_partition)).await?.keys().next().ok_or_else(|| {
@@ -133,14 +133,13 @@ impl Client {
             };
             // Without idempotence a retry after a lost response can duplicate the batch; the
             // produce path is for tests and tools, which accept that, as acks=1 clients do.
-            attempt += 1;
-            if attempt >= self.config().max_attempts {
+            if !retry.pause(&format!("Produce to {topic_partition}"), &error).await {
                 return Err(ClientError::RetriesExhausted {
                     what: format!("Produce to {topic_partition}"),
+                    attempts: retry.attempts(),
                     last: Box::new(error),
                 });
             }
-            tokio::time::sleep(self.backoff(attempt)).await;
             self.refresh_metadata(Some(std::slice::from_ref(&topic_partition.topic))).await?;
         }
     }

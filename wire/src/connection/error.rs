@@ -6,8 +6,11 @@ use crate::protocol::codec::DecodeError;
 use crate::protocol::frame::FrameError;
 use crate::protocol::{ApiKey, ErrorCode};
 
-/// Something went wrong on one broker connection.
+/// Something went wrong on one broker connection. `Display` names the broker and what failed;
+/// the underlying cause, when there is one, is the `source()`.
 #[derive(Debug)]
+#[non_exhaustive]
+#[allow(missing_docs)] // the fields are named for what they hold: broker address, API, code
 pub enum ConnectionError {
     /// A socket error (refused, reset, ...).
     Io { broker: String, source: std::io::Error },
@@ -91,6 +94,38 @@ impl ConnectionError {
         }
     }
 
+    /// What kind of failure this is.
+    pub fn kind(&self) -> crate::client::ErrorKind {
+        use crate::client::ErrorKind;
+        match self {
+            ConnectionError::Io { .. }
+            | ConnectionError::UnexpectedEof { .. }
+            | ConnectionError::Closed { .. }
+            | ConnectionError::Timeout { .. } => ErrorKind::Network,
+            ConnectionError::Frame { .. } | ConnectionError::Decode { .. } | ConnectionError::Protocol { .. } => {
+                ErrorKind::Corrupt
+            }
+            ConnectionError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
+            ConnectionError::Tls { .. } => ErrorKind::Tls,
+            ConnectionError::Authentication { .. } => ErrorKind::Authentication,
+            ConnectionError::Broker { code, .. } if code.is_authorization() => ErrorKind::Authentication,
+            ConnectionError::Broker { .. } => ErrorKind::Broker,
+        }
+    }
+
+    /// The broker's error code, for [`ConnectionError::Broker`].
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ConnectionError::Broker { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Authentication failed (wrong credentials, a mechanism the broker does not enable).
+    pub fn is_auth(&self) -> bool {
+        self.kind() == crate::client::ErrorKind::Authentication
+    }
+
     /// A new connection may succeed where this one failed (network trouble, not a broken or
     /// incompatible broker).
     pub fn is_transient(&self) -> bool {
@@ -107,7 +142,7 @@ impl ConnectionError {
 impl std::fmt::Display for ConnectionError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ConnectionError::Io { broker, source } => write!(f, "broker {broker}: {source}"),
+            ConnectionError::Io { broker, .. } => write!(f, "connection to broker {broker} failed"),
             ConnectionError::UnexpectedEof { broker, buffered } => write!(
                 f,
                 "broker {broker} closed the connection in the middle of a response ({buffered} bytes \
@@ -119,9 +154,9 @@ impl std::fmt::Display for ConnectionError {
             ConnectionError::Timeout { broker, what, after } => {
                 write!(f, "broker {broker}: timed out: no {what} within {} ms", after.as_millis())
             }
-            ConnectionError::Frame { broker, source } => write!(f, "broker {broker}: {source}"),
-            ConnectionError::Decode { broker, api, version, source } => {
-                write!(f, "broker {broker}: cannot decode {api} v{version} response: {source}")
+            ConnectionError::Frame { broker, .. } => write!(f, "broker {broker} sent an unusable frame"),
+            ConnectionError::Decode { broker, api, version, .. } => {
+                write!(f, "cannot decode the {api} v{version} response of broker {broker}")
             }
             ConnectionError::Protocol { broker, message } => {
                 write!(f, "broker {broker} broke the protocol: {message}")
@@ -129,11 +164,11 @@ impl std::fmt::Display for ConnectionError {
             ConnectionError::UnsupportedVersion { broker, api, ours, theirs } => match theirs {
                 Some((min, max)) => write!(
                     f,
-                    "broker {broker} supports {api} v{min}-{max}, Sluice needs v{}-{}; upgrade the broker \
-                     (Sluice needs Kafka 3.5 or newer)",
+                    "broker {broker} supports {api} v{min}-{max}, this client needs v{}-{}; upgrade the broker \
+                     (Kafka 3.5 or newer)",
                     ours.0, ours.1
                 ),
-                None => write!(f, "broker {broker} does not support {api}; Sluice needs Kafka 3.5 or newer"),
+                None => write!(f, "broker {broker} does not support {api}; this client needs Kafka 3.5 or newer"),
             },
             ConnectionError::Tls { broker, message } => write!(f, "broker {broker}: {message}"),
             ConnectionError::Authentication { broker, mechanism, message } => {

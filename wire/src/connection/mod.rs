@@ -42,8 +42,12 @@ use crate::protocol::messages::{Request, Response};
 use crate::protocol::sasl::{SaslCredentials, SaslMechanism, SaslSession, SaslStep};
 use crate::protocol::ErrorCode;
 
-/// Settings for one connection.
+/// Settings for every broker connection: client id, timeouts, frame limit, TLS and SASL.
+///
+/// Built from [`ConnectionConfig::default`] with the `with_*` methods; `Debug` never shows a
+/// secret.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ConnectionConfig {
     /// Sent as the request header's client id.
     pub client_id: String,
@@ -63,12 +67,28 @@ pub struct ConnectionConfig {
 
 /// SASL settings for every connection.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct SaslSettings {
+    /// The mechanism to authenticate with.
     pub mechanism: SaslMechanism,
+    /// The user name and password, or the token.
     pub credentials: SaslCredentials,
     /// PLAIN sends the password as is: over a plaintext listener that is readable by anyone on
-    /// the path, so each such connection warns on stderr unless this is set.
+    /// the path, so each such connection logs a warning unless this is set.
     pub allow_plain_without_tls: bool,
+}
+
+impl SaslSettings {
+    /// Authenticates with `mechanism` and `credentials`.
+    pub fn new(mechanism: SaslMechanism, credentials: SaslCredentials) -> Self {
+        SaslSettings { mechanism, credentials, allow_plain_without_tls: false }
+    }
+
+    /// Silences the warning for PLAIN over a plaintext connection.
+    pub fn allowing_plain_without_tls(mut self, allow: bool) -> Self {
+        self.allow_plain_without_tls = allow;
+        self
+    }
 }
 
 impl std::fmt::Debug for SaslSettings {
@@ -91,6 +111,66 @@ impl std::fmt::Debug for ConnectionConfig {
             .field("tls", &self.tls.is_some())
             .field("sasl", &self.sasl)
             .finish()
+    }
+}
+
+/// Kafka's limit for a client id (a 16-bit string length).
+const MAX_CLIENT_ID_BYTES: usize = i16::MAX as usize;
+
+impl ConnectionConfig {
+    /// The same settings with this client id (sent in every request header; at most 32767
+    /// bytes, checked when the client starts).
+    pub fn with_client_id(mut self, client_id: impl Into<String>) -> Self {
+        self.client_id = client_id.into();
+        self
+    }
+
+    /// The same settings with these timeouts for connecting (TCP, TLS, ApiVersions, SASL each)
+    /// and for one request's response.
+    pub fn with_timeouts(mut self, connect: Duration, request: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.request_timeout = request;
+        self
+    }
+
+    /// The same settings with this response frame limit.
+    pub fn with_max_frame_size(mut self, bytes: usize) -> Self {
+        self.max_frame_size = bytes;
+        self
+    }
+
+    /// The same settings with TLS from a rustls configuration.
+    pub fn with_tls(mut self, tls: Arc<rustls::ClientConfig>) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The same settings with TLS built from pasted PEMs ([`tls::client_config`]).
+    pub fn with_tls_settings(self, settings: &TlsSettings) -> Result<Self, TlsError> {
+        Ok(self.with_tls(tls::client_config(settings)?))
+    }
+
+    /// The same settings with SASL authentication on every connection.
+    pub fn with_sasl(mut self, sasl: SaslSettings) -> Self {
+        self.sasl = Some(sasl);
+        self
+    }
+
+    /// Checks what would otherwise corrupt a request or hang a connection.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if self.client_id.len() > MAX_CLIENT_ID_BYTES {
+            return Err(format!(
+                "the client id is {} bytes long; Kafka allows at most {MAX_CLIENT_ID_BYTES}",
+                self.client_id.len()
+            ));
+        }
+        if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
+            return Err("connect and request timeouts must be above zero".to_string());
+        }
+        if self.max_frame_size < 1024 {
+            return Err(format!("a frame limit of {} bytes is too small for any response", self.max_frame_size));
+        }
+        Ok(())
     }
 }
 
@@ -242,9 +322,10 @@ impl Connection {
     async fn authenticate(&self, sasl: &SaslSettings) -> Result<(), ConnectionError> {
         let mechanism = sasl.mechanism;
         if mechanism == SaslMechanism::Plain && self.config.tls.is_none() && !sasl.allow_plain_without_tls {
-            eprintln!(
-                "sluice: WARNING: SASL PLAIN over a plaintext connection to {} sends the password unencrypted; \
-                 enable TLS, or set `sasl_allow_plaintext` (library: `SaslSettings::allow_plain_without_tls`) to silence this warning",
+            tracing::warn!(
+                broker = %self.broker,
+                "SASL PLAIN over a plaintext connection to {} sends the password unencrypted; enable TLS, or \
+                 set `SaslSettings::allow_plain_without_tls` to silence this warning",
                 self.broker
             );
         }

@@ -5,7 +5,7 @@
 //! - `org.apache.kafka.common.protocol.Errors`
 //! - The Java consumer's `FetchCollector.handleInitializeErrors` and `OffsetFetcherUtils`.
 
-/// A Kafka error code.
+/// A Kafka error code (the `i16` on the wire).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ErrorCode(pub i16);
 
@@ -26,7 +26,10 @@ pub enum ErrorAction {
 macro_rules! error_codes {
     ($( $name:ident = $code:expr, $action:ident; )*) => {
         impl ErrorCode {
-            $( pub const $name: ErrorCode = ErrorCode($code); )*
+            $(
+                #[doc = concat!("`", stringify!($name), "` (", stringify!($code), ").")]
+                pub const $name: ErrorCode = ErrorCode($code);
+            )*
 
             /// The Kafka name of the code, when this client knows it.
             pub fn name(self) -> Option<&'static str> {
@@ -111,6 +114,7 @@ error_codes! {
 }
 
 impl ErrorCode {
+    /// `NONE`: not an error.
     pub fn is_ok(self) -> bool {
         self.0 == 0
     }
@@ -118,6 +122,11 @@ impl ErrorCode {
     /// A retry (with or without a metadata refresh) can succeed.
     pub fn is_retriable(self) -> bool {
         matches!(self.action(), ErrorAction::Retry | ErrorAction::RefreshMetadata)
+    }
+
+    /// An authorization or authentication failure (an ACL or the credentials must change).
+    pub fn is_authorization(self) -> bool {
+        matches!(self.0, 29 | 30 | 31 | 53 | 58 | 65)
     }
 
     /// The client's metadata is stale and must be refreshed before a retry.

@@ -52,7 +52,7 @@ async fn capture(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         }],
         rack_id: String::new(),
     };
-    let response = client.send_to_broker(leader, &request).await?;
+    let response = client.send_request_to_broker(leader, &request).await?;
     let data = response
         .responses
         .iter()

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use sluice_bench::ValueKind;
-use sluice_wire::client::{Compression, NewTopic, ProduceRecord};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, ClientConfig, ClientError, IsolationLevel, OffsetSpec, TopicPartition};
 
 const BASE_TIMESTAMP: i64 = 1_700_000_000_000;

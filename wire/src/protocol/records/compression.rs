@@ -67,6 +67,7 @@ impl Compression {
 
 /// Bounds on what one batch may cost to decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DecodeLimits {
     /// The most bytes one batch's records may decompress to. Default 64 MiB (the broker's
     /// default `message.max.bytes` is 1 MiB; compression ratios above 64 are rare outside bombs).
@@ -79,6 +80,13 @@ pub struct DecodeLimits {
     /// so a frame's declared window costs nothing, and keeps its tables and one block of
     /// literals (about 200 KiB).
     pub max_decompressed_batch_bytes: usize,
+}
+
+impl DecodeLimits {
+    /// Limits with this most bytes one batch may decompress to.
+    pub fn new(max_decompressed_batch_bytes: usize) -> Self {
+        DecodeLimits { max_decompressed_batch_bytes }
+    }
 }
 
 impl Default for DecodeLimits {
