@@ -63,13 +63,12 @@ async fn round_trip(name: &str, address: String, tls: Option<Arc<rustls::ClientC
 #[tokio::test]
 async fn every_listener_and_mechanism_produces_and_reads() {
     let Some(broker) = SecureBroker::find() else { return };
-    let server_tls = client_config(&TlsSettings { ca_pem: Some(broker.pem("ca.pem")), ..TlsSettings::default() })
+    let server_tls = client_config(&TlsSettings::new(Some(broker.pem("ca.pem"))))
         .expect("server TLS settings");
-    let mutual_tls = client_config(&TlsSettings {
-        ca_pem: Some(broker.pem("ca.pem")),
-        cert_pem: Some(broker.pem("client.pem")),
-        key_pem: Some(broker.pem("client.key")),
-    })
+    let mutual_tls = client_config(
+        &TlsSettings::new(Some(broker.pem("ca.pem")))
+            .with_client_certificate(broker.pem("client.pem"), broker.pem("client.key")),
+    )
     .expect("mTLS settings");
     let password = |mechanism| {
         SaslSettings::new(mechanism, SaslCredentials::username_password("alice", "alice-secret"))

@@ -14,6 +14,7 @@ use sluice_wire::connection::tls::client_config;
 use sluice_wire::connection::{Connection, ConnectionConfig, ConnectionError, SaslSettings, TlsError, TlsSettings};
 use sluice_wire::protocol::records::Compression;
 use sluice_wire::protocol::sasl::{SaslCredentials, SaslMechanism};
+use sluice_wire::{AuthFailure, TlsField, TlsProblem};
 use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, RetryPolicy};
 use sluice_wire::{NewTopic, ProduceRecord, TopicPartition};
 
@@ -25,10 +26,10 @@ const PASSWORD: &str = "alice-secret";
 
 /// TLS settings from files of the certificate directory.
 fn tls_settings(broker: &SecureBroker, ca: &str, client: Option<(&str, &str)>) -> TlsSettings {
-    TlsSettings {
-        ca_pem: Some(broker.pem(ca)),
-        cert_pem: client.map(|(cert, _)| broker.pem(cert)),
-        key_pem: client.map(|(_, key)| broker.pem(key)),
+    let settings = TlsSettings::new(Some(broker.pem(ca)));
+    match client {
+        Some((cert, key)) => settings.with_client_certificate(broker.pem(cert), broker.pem(key)),
+        None => settings,
     }
 }
 
@@ -72,16 +73,32 @@ async fn connect_error(address: &str, connection: ConnectionConfig) -> Connectio
     }
 }
 
-fn tls_message(error: &ConnectionError) -> &str {
+/// The error and its causes, as a reporter prints them.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn tls_problem(error: &ConnectionError) -> &TlsProblem {
     match error {
-        ConnectionError::Tls { message, .. } => message,
+        ConnectionError::Tls { problem, .. } => problem,
         other => panic!("expected ConnectionError::Tls, got {other:?} ({other})"),
     }
 }
 
-fn authentication_message(error: &ConnectionError) -> &str {
+fn tls_message(error: &ConnectionError) -> String {
+    tls_problem(error).to_string()
+}
+
+fn authentication_failure(error: &ConnectionError) -> &AuthFailure {
     match error {
-        ConnectionError::Authentication { message, .. } => message,
+        ConnectionError::Authentication { failure, .. } => failure,
         other => panic!("expected ConnectionError::Authentication, got {other:?} ({other})"),
     }
 }
@@ -123,7 +140,7 @@ async fn forgiving_ca_paste_crlf_blanks_and_two_certificates() {
     let Some(broker) = SecureBroker::find() else { return };
     let pasted =
         format!("\r\n   \t{}\n\n{}   \r\n\r\n", broker.pem("other-ca.pem"), broker.pem("ca.pem")).replace('\n', "\r\n");
-    let settings = TlsSettings { ca_pem: Some(pasted), ..TlsSettings::default() };
+    let settings = TlsSettings::new(Some(pasted));
     connect_client(&broker.address("SSL"), connection_config(Some(tls(&settings)), None)).await;
 }
 
@@ -136,8 +153,9 @@ async fn mutual_tls_without_client_certificate_asks_for_one() {
     let tls = tls(&tls_settings(&broker, "ca.pem", None));
     let error = connect_error(&broker.address("MTLS"), connection_config(Some(tls), None)).await;
     let text = error.to_string();
-    assert!(text.contains("tls_cert_pem") && text.contains("tls_key_pem"), "{error:?}: {text}");
-    assert!(matches!(error, ConnectionError::Tls { .. }), "{error:?}");
+    assert!(text.contains("client certificate"), "{error:?}: {text}");
+    assert!(matches!(tls_problem(&error), TlsProblem::Refused { .. }), "{error:?}");
+    assert_eq!(tls_problem(&error).setting(), Some(TlsField::CertPem), "the setting to fix");
 }
 
 #[test]
@@ -145,8 +163,8 @@ fn key_that_does_not_match_the_certificate_is_named() {
     let Some(broker) = SecureBroker::find() else { return };
     let settings = tls_settings(&broker, "ca.pem", Some(("client.pem", "broker.key")));
     let error: TlsError = client_config(&settings).expect_err("mismatched key accepted");
-    assert_eq!(error.field, "tls_key_pem");
-    assert!(error.message.contains("does not match the certificate in `tls_cert_pem`"), "{error}");
+    assert_eq!(error.field, TlsField::KeyPem);
+    assert!(error.message.contains("does not match the client certificate"), "{error}");
 }
 
 #[tokio::test]
@@ -155,7 +173,8 @@ async fn wrong_ca_is_explained() {
     let tls = tls(&tls_settings(&broker, "other-ca.pem", None));
     let error = connect_error(&broker.address("SSL"), connection_config(Some(tls), None)).await;
     let message = tls_message(&error);
-    assert!(message.contains("not signed by a trusted CA") && message.contains("tls_ca_pem"), "{message}");
+    assert!(message.contains("not signed by a trusted CA"), "{message}");
+    assert_eq!(tls_problem(&error).setting(), Some(TlsField::CaPem), "the setting to fix");
 }
 
 #[tokio::test]
@@ -196,7 +215,7 @@ async fn plaintext_client_to_tls_listener_suggests_tls() {
     for listener in ["SSL", "SASL_SSL"] {
         let started = Instant::now();
         let error = connect_error(&broker.address(listener), connection_config(None, None)).await;
-        let text = error.to_string();
+        let text = chain(&error);
         eprintln!("plaintext client to {listener}: {text}");
         assert!(
             text.contains("does its security protocol match the client's TLS/SASL settings"),
@@ -256,8 +275,7 @@ async fn oauthbearer_with_expired_token_is_rejected() {
     let token = format!("{header}.{payload}.");
     let settings = sasl(SaslMechanism::OAuthBearer, SaslCredentials::oauth_token(token.clone()));
     let error = connect_error(&broker.address("SASL_PLAINTEXT"), connection_config(None, Some(settings))).await;
-    let message = authentication_message(&error).to_string();
-    assert!(!message.is_empty(), "{error:?}");
+    assert!(matches!(authentication_failure(&error), AuthFailure::TokenRejected), "{error:?}");
     assert!(!format!("{error} {error:?}").contains(&token), "the token leaked: {error}");
     eprintln!("expired OAUTHBEARER token: {error}");
 }
@@ -275,15 +293,22 @@ async fn wrong_password_unknown_user_and_disabled_mechanism_are_told_apart() {
         for user in [USER, "mallory"] {
             let settings = password(mechanism, user, secret);
             let error = connect_error(&plaintext, connection_config(None, Some(settings))).await;
-            let message = authentication_message(&error).to_string();
+            let failure = authentication_failure(&error);
             let text = error.to_string();
             assert!(text.contains(&format!("SASL {} authentication failed", mechanism.name())), "{text}");
-            let expected = match (mechanism, user) {
-                (SaslMechanism::Plain, _) => "wrong user name or password (PLAIN does not say which)",
-                (_, USER) => "wrong password: check `sasl_password`",
-                _ => "unknown user (or no SCRAM credentials for this mechanism)",
+            let (expected, words) = match (mechanism, user) {
+                (SaslMechanism::Plain, _) => (
+                    matches!(failure, AuthFailure::WrongUserOrPassword),
+                    "wrong user name or password (PLAIN does not say which)",
+                ),
+                (_, USER) => (matches!(failure, AuthFailure::WrongPassword), "wrong password"),
+                _ => (
+                    matches!(failure, AuthFailure::UnknownUser),
+                    "unknown user (or no SCRAM credentials for this mechanism)",
+                ),
             };
-            assert!(message.starts_with(expected), "{mechanism:?} user {user}: {text}");
+            assert!(expected, "{mechanism:?} user {user}: {failure:?}: {text}");
+            assert!(text.contains(words), "{mechanism:?} user {user}: {text}");
             errors.push(error);
         }
     }
@@ -291,13 +316,17 @@ async fn wrong_password_unknown_user_and_disabled_mechanism_are_told_apart() {
     let tls = tls(&tls_settings(&broker, "ca.pem", None));
     let settings = password(SaslMechanism::Plain, USER, secret);
     let error = connect_error(&broker.address("SASL_SSL"), connection_config(Some(tls), Some(settings))).await;
-    let message = authentication_message(&error);
-    assert!(
-        message.contains("does not enable PLAIN")
-            && message.contains("SCRAM-SHA-256")
-            && message.contains("SCRAM-SHA-512"),
-        "{message}"
-    );
+    let text = error.to_string();
+    match authentication_failure(&error) {
+        AuthFailure::MechanismNotEnabled { offered } => {
+            assert!(
+                offered.iter().any(|m| m == "SCRAM-SHA-256") && offered.iter().any(|m| m == "SCRAM-SHA-512"),
+                "{text}"
+            )
+        }
+        other => panic!("expected MechanismNotEnabled, got {other:?}: {text}"),
+    }
+    assert!(text.contains("SASL PLAIN authentication failed") && text.contains("does not enable"), "{text}");
     let disabled = error.to_string();
     for error in &errors {
         assert_ne!(error.to_string(), disabled);

@@ -1,9 +1,12 @@
-//! Command-line parsing and the text `check`, `discover` and `read` print. Kept out of
-//! `main.rs` so that tests can call it.
+//! Command-line parsing (with `clap`), the error report, and the text `check`, `discover` and
+//! `read` print. Kept out of `main.rs` so that tests can call it.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
 use crate::config::Config;
@@ -11,89 +14,226 @@ use crate::destination::WritePolicy;
 use crate::read::{self, ReadError, ReadMode, ReadOptions, ReadProgress};
 use crate::rows::{METADATA_COLUMNS, TRANSPORT_COLUMNS};
 
-pub const USAGE: &str = "usage:
-  sluice check    --config FILE
-  sluice discover --config FILE [--json]
-  sluice read     --config FILE --dest DIR --mode bounded|continuous
-                  [--topics a,b] [--write-policy append|replace]
+/// A parsed command line: the global options and the command.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// How log lines on stderr look.
+    pub log_format: LogFormat,
+    pub command: Command,
+}
 
-check     connects, authenticates and loads metadata; prints the cluster id and brokers
-discover  lists the readable topics with partitions, topic ids and the columns each row has
-read      reads topics into DIR: bounded reads [log start, last stable offset) and finishes;
-          continuous reads until SIGINT/SIGTERM, certifying each epoch after writing it";
-
-/// A parsed command line.
+/// A command with its arguments checked.
 #[derive(Debug, Clone)]
 pub enum Command {
-    Help,
-    Check { config: PathBuf },
-    Discover { config: PathBuf, json: bool },
-    Read { config: PathBuf, options: ReadOptions },
+    /// `wait`: how long to keep retrying an unreachable cluster; `None` gives up after one round
+    /// over the bootstrap addresses.
+    Check {
+        config: PathBuf,
+        wait: Option<Duration>,
+    },
+    Discover {
+        config: PathBuf,
+        json: bool,
+    },
+    Read {
+        config: PathBuf,
+        options: ReadOptions,
+    },
+    Completions {
+        shell: CompletionShell,
+    },
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Command, String> {
-    let Some((command, rest)) = args.split_first() else { return Err("no command given".to_string()) };
-    let mut config = None;
-    let mut json = false;
-    let mut destination = None;
-    let mut mode = None;
-    let mut topics = None;
-    let mut write_policy = WritePolicy::Append;
-    let mut iter = rest.iter();
-    while let Some(flag) = iter.next() {
-        let mut value = |name: &str| iter.next().cloned().ok_or_else(|| format!("{name} needs a value"));
-        match flag.as_str() {
-            "--config" => config = Some(PathBuf::from(value("--config")?)),
-            "--json" => json = true,
-            "--dest" => destination = Some(PathBuf::from(value("--dest")?)),
-            "--mode" => {
-                mode = Some(match value("--mode")?.as_str() {
-                    "bounded" => ReadMode::Bounded,
-                    "continuous" => ReadMode::Continuous,
-                    other => return Err(format!("--mode is bounded or continuous, not {other:?}")),
-                })
+/// The `--log-format` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    /// One readable line per event, for a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// The shells `sluice completions` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Parses the arguments after the program name. The error is clap's: print it with
+/// [`clap::Error::print`] and exit with [`clap::Error::exit_code`] (0 for `--help` and
+/// `--version`, 2 for a usage error).
+pub fn parse<I, T>(args: I) -> Result<Invocation, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(std::iter::once(OsString::from("sluice")).chain(args.into_iter().map(Into::into)))?;
+    let command = match cli.command {
+        CliCommand::Check { config, wait } => Command::Check { config, wait: wait.map(Duration::from_secs) },
+        CliCommand::Discover { config, json } => Command::Discover { config, json },
+        CliCommand::Read(read) => {
+            if read.mode == ModeArg::Continuous && read.write_policy == WritePolicyArg::Replace {
+                return Err(usage_error(
+                    "read",
+                    ErrorKind::ArgumentConflict,
+                    "--write-policy replace applies to bounded reads only",
+                ));
             }
-            "--topics" => {
-                let list: Vec<String> =
-                    value("--topics")?.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
-                if list.is_empty() {
-                    return Err("--topics needs at least one topic name".to_string());
-                }
-                topics = Some(list);
-            }
-            "--write-policy" => {
-                write_policy = match value("--write-policy")?.as_str() {
-                    "append" => WritePolicy::Append,
-                    "replace" => WritePolicy::Replace,
-                    other => return Err(format!("--write-policy is append or replace, not {other:?}")),
-                }
-            }
-            "-h" | "--help" => return Ok(Command::Help),
-            other => return Err(format!("unknown argument {other:?}")),
+            let options = ReadOptions {
+                mode: match read.mode {
+                    ModeArg::Bounded => ReadMode::Bounded,
+                    ModeArg::Continuous => ReadMode::Continuous,
+                },
+                topics: read.topics.map(|list| list.0),
+                write_policy: match read.write_policy {
+                    WritePolicyArg::Append => WritePolicy::Append,
+                    WritePolicyArg::Replace => WritePolicy::Replace,
+                },
+                destination: read.dest,
+            };
+            Command::Read { config: read.config, options }
         }
-    }
-    let need_config = || config.clone().ok_or_else(|| format!("`sluice {command}` needs --config FILE"));
-    match command.as_str() {
-        "help" | "-h" | "--help" => Ok(Command::Help),
-        "check" => Ok(Command::Check { config: need_config()? }),
-        "discover" => Ok(Command::Discover { config: need_config()?, json }),
-        "read" => {
-            let config = need_config()?;
-            let destination = destination.ok_or("`sluice read` needs --dest DIR")?;
-            let mode = mode.ok_or("`sluice read` needs --mode bounded or --mode continuous")?;
-            if mode == ReadMode::Continuous && write_policy == WritePolicy::Replace {
-                return Err("--write-policy replace applies to bounded reads only".to_string());
-            }
-            Ok(Command::Read { config, options: ReadOptions { mode, topics, write_policy, destination } })
-        }
-        other => Err(format!("unknown command {other:?}")),
+        CliCommand::Completions { shell } => Command::Completions { shell },
+    };
+    Ok(Invocation { log_format: cli.log_format, command })
+}
+
+/// Writes the completion script for `shell`.
+pub fn write_completions(shell: CompletionShell, out: &mut dyn std::io::Write) {
+    let mut command = Cli::command();
+    match shell {
+        CompletionShell::Bash => clap_complete::generate(clap_complete::shells::Bash, &mut command, "sluice", out),
+        CompletionShell::Zsh => clap_complete::generate(clap_complete::shells::Zsh, &mut command, "sluice", out),
+        CompletionShell::Fish => clap_complete::generate(clap_complete::shells::Fish, &mut command, "sluice", out),
     }
 }
 
-/// `sluice check`: connect, load metadata, describe the cluster.
-pub async fn check(config: &Config) -> Result<String, ReadError> {
-    let client = read::connect(config).await?;
+/// The whole report of an error: its `Display`, then each `source()`'s, joined with ": ". A cause
+/// whose text is already in the report (an error that repeats its cause) is left out.
+pub fn error_report(error: &dyn std::error::Error) -> String {
+    let mut report = error.to_string();
+    let mut cause = error.source();
+    while let Some(error) = cause {
+        let text = error.to_string();
+        if !report.contains(&text) {
+            report.push_str(": ");
+            report.push_str(&text);
+        }
+        cause = error.source();
+    }
+    report
+}
+
+/// A usage error of `subcommand`, formatted like clap's own (exit code 2).
+fn usage_error(subcommand: &str, kind: ErrorKind, message: &str) -> clap::Error {
+    let mut command = Cli::command();
+    command.build();
+    match command.find_subcommand_mut(subcommand) {
+        Some(subcommand) => subcommand.error(kind, message),
+        None => command.error(kind, message),
+    }
+}
+
+/// Reads Kafka topics into a directory: bounded windows or continuously, certifying each epoch
+/// after it is durably written.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, arg_required_else_help = true, disable_help_subcommand = false)]
+struct Cli {
+    /// How log lines on stderr look: `text` for a terminal, `json` (one object per line) for log
+    /// shippers. Which lines: SLUICE_LOG (else RUST_LOG), e.g. `info` or `sluice=debug,warn`;
+    /// the default is `sluice=info,sluice_wire=info,warn`.
+    #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: CliCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CliCommand {
+    /// Connects, authenticates and loads metadata; prints the cluster id and brokers.
+    ///
+    /// Gives up after one round over the bootstrap addresses unless given --wait.
+    Check {
+        /// The configuration file (JSON).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Keep retrying an unreachable cluster for this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        wait: Option<u64>,
+    },
+    /// Lists the readable topics with partitions, topic ids and the columns each row has.
+    Discover {
+        /// The configuration file (JSON).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Print the listing as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reads topics into DIR: bounded reads [log start, last stable offset) and finishes;
+    /// continuous reads until SIGINT/SIGTERM, certifying each epoch after writing it.
+    Read(ReadArgs),
+    /// Prints a shell completion script, e.g. `sluice completions bash > /etc/bash_completion.d/sluice`.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ReadArgs {
+    /// The configuration file (JSON).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The destination directory.
+    #[arg(long, value_name = "DIR")]
+    dest: PathBuf,
+    /// `bounded`: the window [log start, last stable offset) captured at the start, then finish;
+    /// `continuous`: until SIGINT/SIGTERM.
+    #[arg(long, value_enum)]
+    mode: ModeArg,
+    /// Comma-separated topics to read instead of the configured ones.
+    #[arg(long, value_name = "a,b", value_parser = parse_topics)]
+    topics: Option<TopicList>,
+    /// `append` adds this run's output; `replace` (bounded only) replaces the topic's earlier output.
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = WritePolicyArg::Append)]
+    write_policy: WritePolicyArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    Bounded,
+    Continuous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum WritePolicyArg {
+    Append,
+    Replace,
+}
+
+/// The topics of `--topics` (one value, split at commas; not a repeated flag).
+#[derive(Debug, Clone)]
+struct TopicList(Vec<String>);
+
+fn parse_topics(text: &str) -> Result<TopicList, String> {
+    let list: Vec<String> = text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
+    if list.is_empty() {
+        return Err("--topics needs at least one topic name".to_string());
+    }
+    Ok(TopicList(list))
+}
+
+/// `sluice check`: connect, load metadata, describe the cluster. It is interactive: without
+/// `wait` it gives up after one round over the bootstrap addresses (with `wait`, once that is
+/// spent), where a read rides out an outage for its whole retry budget.
+pub async fn check(config: &Config, wait: Option<Duration>) -> Result<String, ReadError> {
+    let retry = config.network.retry_policy().with_budget(wait.unwrap_or(Duration::ZERO));
+    let client = read::connect_with_retry(config, retry).await?;
     let metadata = client.refresh_metadata(None).await?;
     let cluster_id = read::cluster_id(&metadata)?;
     let mut out = format!("cluster id: {cluster_id}\nbrokers:\n");
@@ -199,33 +339,156 @@ mod tests {
         line.split_whitespace().map(String::from).collect()
     }
 
+    /// The usage error for `line`, as printed.
+    fn usage_error(line: &str) -> String {
+        let error = parse(args(line)).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{line}: {error}");
+        error.to_string()
+    }
+
     #[test]
     fn read_needs_dest_and_mode() {
-        assert_eq!(parse(&args("read --config c.json --mode bounded")).unwrap_err(), "`sluice read` needs --dest DIR");
-        assert_eq!(
-            parse(&args("read --config c.json --dest out")).unwrap_err(),
-            "`sluice read` needs --mode bounded or --mode continuous"
+        let message = usage_error("read --config c.json --mode bounded");
+        assert!(
+            message.contains("the following required arguments were not provided") && message.contains("--dest <DIR>"),
+            "{message}"
         );
+        let message = usage_error("read --config c.json --dest out");
+        assert!(message.contains("--mode <MODE>"), "{message}");
         let Command::Read { options, .. } =
-            parse(&args("read --config c.json --dest out --mode bounded --topics a,b --write-policy replace")).unwrap()
+            parse(args("read --config c.json --dest out --mode bounded --topics a,b --write-policy replace"))
+                .unwrap()
+                .command
         else {
             panic!("read expected");
         };
         assert_eq!(options.topics, Some(vec!["a".to_string(), "b".to_string()]));
         assert_eq!(options.write_policy, WritePolicy::Replace);
+        assert_eq!(options.mode, ReadMode::Bounded);
+        assert_eq!(options.destination, PathBuf::from("out"));
+    }
+
+    #[test]
+    fn the_commands_and_their_defaults() {
+        let invocation = parse(args("check --config c.json")).unwrap();
+        assert_eq!(invocation.log_format, LogFormat::Text);
+        assert!(matches!(invocation.command, Command::Check { wait: None, .. }));
+        let invocation = parse(args("check --config c.json --wait 30 --log-format json")).unwrap();
+        assert_eq!(invocation.log_format, LogFormat::Json);
+        assert!(
+            matches!(invocation.command, Command::Check { wait: Some(wait), .. } if wait == Duration::from_secs(30))
+        );
+        assert!(matches!(
+            parse(args("--log-format json discover --config c.json --json")).unwrap().command,
+            Command::Discover { json: true, .. }
+        ));
+        let Command::Read { options, .. } =
+            parse(args("read --config c --dest d --mode continuous --topics ,x,, --write-policy append"))
+                .unwrap()
+                .command
+        else {
+            panic!("read expected");
+        };
+        assert_eq!(options.mode, ReadMode::Continuous);
+        assert_eq!(options.topics, Some(vec!["x".to_string()]));
+        assert_eq!(options.write_policy, WritePolicy::Append);
+        assert!(matches!(
+            parse(args("completions zsh")).unwrap().command,
+            Command::Completions { shell: CompletionShell::Zsh }
+        ));
     }
 
     #[test]
     fn bad_arguments_are_named() {
-        assert_eq!(parse(&args("check")).unwrap_err(), "`sluice check` needs --config FILE");
-        assert_eq!(parse(&args("frobnicate --config c")).unwrap_err(), "unknown command \"frobnicate\"");
+        assert!(usage_error("check").contains("--config <FILE>"));
+        assert!(usage_error("frobnicate --config c").contains("unrecognized subcommand 'frobnicate'"));
+        let message = usage_error("read --config c --dest d --mode sometimes");
+        assert!(message.contains("invalid value 'sometimes' for '--mode <MODE>'"), "{message}");
+        assert!(message.contains("[possible values: bounded, continuous]"), "{message}");
+        let message = usage_error("read --config c --dest d --mode continuous --write-policy replace");
+        assert!(message.contains("--write-policy replace applies to bounded reads only"), "{message}");
+        assert!(message.contains("Usage: sluice read"), "{message}");
+        let message = usage_error("read --config c --dest d --mode bounded --topics ,");
+        assert!(message.contains("--topics needs at least one topic name"), "{message}");
+        assert!(usage_error("check --config c --wait soon").contains("invalid value 'soon' for '--wait <SECONDS>'"));
+        assert!(usage_error("check --config c --log-format xml").contains("[possible values: text, json]"));
+    }
+
+    #[test]
+    fn misplaced_flags_are_rejected() {
+        for (line, flag) in [
+            ("check --config c --dest x", "--dest"),
+            ("check --config c --json", "--json"),
+            ("discover --config c --mode bounded", "--mode"),
+            ("read --config c --dest d --mode bounded --wait 3", "--wait"),
+        ] {
+            let message = usage_error(line);
+            assert!(message.contains(&format!("unexpected argument '{flag}' found")), "{line}: {message}");
+        }
+    }
+
+    #[test]
+    fn help_and_version_exit_0() {
+        for line in ["--help", "read --help", "help read", "check -h", "--version"] {
+            let error = parse(args(line)).unwrap_err();
+            assert_eq!(error.exit_code(), 0, "{line}");
+        }
+        let help = parse(args("read --help")).unwrap_err().to_string();
+        for flag in [
+            "--config <FILE>",
+            "--dest <DIR>",
+            "--mode <MODE>",
+            "--topics <a,b>",
+            "--write-policy <POLICY>",
+            "--log-format",
+        ] {
+            assert!(help.contains(flag), "read --help names {flag}: {help}");
+        }
+        let version = parse(args("--version")).unwrap_err().to_string();
+        assert_eq!(version.trim(), format!("sluice {}", env!("CARGO_PKG_VERSION")));
+        // No command: the help, as a usage error.
+        assert_eq!(parse(Vec::<String>::new()).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn completions_name_the_commands() {
+        let mut script = Vec::new();
+        write_completions(CompletionShell::Bash, &mut script);
+        let script = String::from_utf8(script).unwrap();
+        assert!(script.contains("sluice") && script.contains("discover") && script.contains("--write-policy"));
+    }
+
+    #[test]
+    fn the_report_joins_the_causes_once() {
+        #[derive(Debug)]
+        struct Layer(&'static str, Option<Box<Layer>>);
+        impl std::fmt::Display for Layer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Layer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|layer| layer as _)
+            }
+        }
+        let chain = Layer("top", Some(Box::new(Layer("middle: cause", Some(Box::new(Layer("cause", None)))))));
+        assert_eq!(error_report(&chain), "top: middle: cause");
+
+        let io = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
+        let error = ReadError::Destination(crate::destination::DestinationError::Io {
+            action: "write",
+            path: PathBuf::from("/out/t/x.jsonl"),
+            error: io,
+        });
         assert_eq!(
-            parse(&args("read --config c --dest d --mode sometimes")).unwrap_err(),
-            "--mode is bounded or continuous, not \"sometimes\""
+            error_report(&error),
+            "the destination failed: cannot write /out/t/x.jsonl (check that the destination directory exists, \
+             is writable and has free space): No space left on device"
         );
-        assert_eq!(
-            parse(&args("read --config c --dest d --mode continuous --write-policy replace")).unwrap_err(),
-            "--write-policy replace applies to bounded reads only"
-        );
+        let error = crate::config::Config::load(std::path::Path::new("/nonexistent/sluice.json")).unwrap_err();
+        let report = error_report(&error);
+        assert!(report.starts_with("cannot read the configuration file /nonexistent/sluice.json"), "{report}");
+        assert!(report.ends_with(": No such file or directory (os error 2)"), "{report}");
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! # Fields
 //!
-//! Connection fields carry the names the Filament Kafka source uses:
+//! Connection fields carry the names other Kafka source connectors commonly use:
 //!
 //! | field | meaning | default |
 //! | - | - | - |
@@ -46,7 +46,7 @@
 //! | `connect_timeout_ms` | how long a TCP connect (plus TLS and SASL handshakes) may take | `10000` |
 //! | `retry_backoff_ms` | first pause before retrying a retriable failure (lost connection, timeout, leader change); doubles per attempt | `100` |
 //! | `retry_backoff_max_ms` | the longest pause between retries | `2000` |
-//! | `retry_max_attempts` | consecutive failed attempts of one operation before the run fails | `20` |
+//! | `retry_budget_ms` | how long one operation (a connect, a fetch, a metadata load) may keep retrying, from its first attempt, before the run fails; raise it to ride out longer outages (`sluice check` does not retry unless given `--wait`) | `60000` |
 //! | `on_malformed` | `fail`, or `dead_letter` to set aside a record that breaks the schema and go on | `fail` |
 //! | `destination_dir` | the embedded destination's directory | `sluice-output` |
 //!
@@ -71,8 +71,10 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
+use sluice_wire::RetryPolicy;
 
 use crate::json::{parse_strict, JsonError};
 
@@ -121,20 +123,27 @@ impl ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Io { path, error } => write!(
-                f,
-                "cannot read the configuration file {}: {error}; check the path and its permissions",
-                path.display()
-            ),
-            ConfigError::Json(error) => {
-                write!(f, "the configuration is not usable: {error}; it must be one JSON object with each field once")
+            // The cause (the `io::Error`, the `JsonError`) is the `source()`.
+            ConfigError::Io { path, .. } => {
+                write!(f, "cannot read the configuration file {} (check the path and its permissions)", path.display())
+            }
+            ConfigError::Json(_) => {
+                f.write_str("the configuration is not usable (it must be one JSON object with each field once)")
             }
             ConfigError::Invalid { message, .. } => f.write_str(message),
         }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Io { error, .. } => Some(error),
+            ConfigError::Json(error) => Some(error),
+            ConfigError::Invalid { .. } => None,
+        }
+    }
+}
 
 /// Text that must not be shown: its `Debug` and `Display` print `<redacted>`.
 #[derive(Clone, PartialEq, Eq)]
@@ -236,7 +245,19 @@ pub struct NetworkLimits {
     pub connect_timeout_ms: u64,
     pub retry_backoff_ms: u64,
     pub retry_backoff_max_ms: u64,
-    pub retry_max_attempts: u32,
+    /// How long one operation may keep retrying, counted from its first attempt.
+    pub retry_budget_ms: u64,
+}
+
+impl NetworkLimits {
+    /// The wire client's retry policy for these limits.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(
+            Duration::from_millis(self.retry_backoff_ms),
+            Duration::from_millis(self.retry_backoff_max_ms),
+            Duration::from_millis(self.retry_budget_ms),
+        )
+    }
 }
 
 /// Fetch request limits. Kafka may still return one oversized first record.
@@ -272,7 +293,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "connect_timeout_ms",
     "retry_backoff_ms",
     "retry_backoff_max_ms",
-    "retry_max_attempts",
+    "retry_budget_ms",
     "on_malformed",
     "destination_dir",
     "preset",
@@ -359,7 +380,7 @@ impl Config {
             connect_timeout_ms: fields.positive("connect_timeout_ms", 10_000, day)?,
             retry_backoff_ms: fields.positive("retry_backoff_ms", 100, day)?,
             retry_backoff_max_ms: fields.positive("retry_backoff_max_ms", 2_000, day)?,
-            retry_max_attempts: fields.positive("retry_max_attempts", 20, 1_000_000)? as u32,
+            retry_budget_ms: fields.positive("retry_budget_ms", 60_000, 30 * day)?,
         };
         if network.retry_backoff_max_ms < network.retry_backoff_ms {
             return Err(ConfigError::invalid(
@@ -401,7 +422,7 @@ impl Config {
 }
 
 /// Expands `preset` into the connection fields it stands for, before anything is validated or
-/// connected. `event-hubs` (as Lumnik documents it): `namespace` + `connection_string_env` give
+/// connected. `event-hubs` (as Azure documents its Kafka endpoint): `namespace` + `connection_string_env` give
 /// brokers `<namespace>.servicebus.windows.net:9093`, TLS with the system trust store, and SASL
 /// PLAIN with the fixed user `$ConnectionString` and the connection string as password.
 fn expand_preset(
@@ -493,6 +514,7 @@ fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError>
             continue;
         }
         let message = match name.as_str() {
+            "retry_max_attempts" => replaced_retry_max_attempts(fields),
             "tls_ca_file" | "tls_cert_file" | "tls_key_file" => {
                 let pem = name.replace("_file", "_pem");
                 format!("unknown field `{name}`: Sluice takes certificates as pasted PEM text; put the PEM in `{pem}`")
@@ -505,6 +527,30 @@ fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError>
         return Err(ConfigError::invalid(name, message));
     }
     Ok(())
+}
+
+/// The rejection of the field `retry_budget_ms` replaced: an attempt count meant little when
+/// the pauses between attempts grow, so the budget is now time. The suggested budget is what the
+/// attempts took at the longest pause (`retry_backoff_max_ms`, default 2000 ms).
+fn replaced_retry_max_attempts(fields: &Map<String, Value>) -> String {
+    let integer = |name: &str| match fields.get(name) {
+        Some(Value::Number(number)) => number.to_string().parse::<u64>().ok(),
+        Some(Value::String(text)) => text.parse::<u64>().ok(),
+        _ => None,
+    };
+    let mut message = "`retry_max_attempts` was replaced by `retry_budget_ms`, how long one operation may keep \
+                       retrying in milliseconds (default 60000): remove `retry_max_attempts`"
+        .to_string();
+    if let Some(attempts) = integer("retry_max_attempts").filter(|n| *n > 0) {
+        let pause = integer("retry_backoff_max_ms").unwrap_or(2_000);
+        let budget = attempts.saturating_mul(pause).clamp(1, 30 * 86_400_000);
+        message.push_str(&format!(
+            " and, to keep retrying about as long as {attempts} attempts did, set `\"retry_budget_ms\": {budget}`"
+        ));
+    } else {
+        message.push_str(" and set `retry_budget_ms` if 60 seconds is not right");
+    }
+    message
 }
 
 /// Replaces `${VAR}` in every string inside `value`; `field` names the top-level field.
@@ -881,7 +927,7 @@ mod tests {
                 connect_timeout_ms: 10_000,
                 retry_backoff_ms: 100,
                 retry_backoff_max_ms: 2_000,
-                retry_max_attempts: 20
+                retry_budget_ms: 60_000
             }
         );
         assert_eq!(config.on_malformed, OnMalformed::Fail);
@@ -892,7 +938,7 @@ mod tests {
     fn network_limits_are_read_and_checked() {
         let config = parse(
             r#"{"brokers": ["b:1"], "request_timeout_ms": 1500, "connect_timeout_ms": "700",
-                "retry_backoff_ms": 50, "retry_backoff_max_ms": 400, "retry_max_attempts": 1000}"#,
+                "retry_backoff_ms": 50, "retry_backoff_max_ms": 400, "retry_budget_ms": 600000}"#,
         )
         .unwrap();
         assert_eq!(
@@ -902,8 +948,12 @@ mod tests {
                 connect_timeout_ms: 700,
                 retry_backoff_ms: 50,
                 retry_backoff_max_ms: 400,
-                retry_max_attempts: 1000
+                retry_budget_ms: 600_000
             }
+        );
+        assert_eq!(
+            config.network.retry_policy(),
+            RetryPolicy::new(Duration::from_millis(50), Duration::from_millis(400), Duration::from_secs(600))
         );
         let error = parse(r#"{"brokers": ["b:1"], "retry_backoff_ms": 500, "retry_backoff_max_ms": 400}"#)
             .unwrap_err()
@@ -911,6 +961,23 @@ mod tests {
         assert!(error.contains("`retry_backoff_max_ms` (400) is below `retry_backoff_ms` (500)"), "{error}");
         let error = parse(r#"{"brokers": ["b:1"], "request_timeout_ms": 0}"#).unwrap_err().to_string();
         assert!(error.contains("`request_timeout_ms` must be a whole number from 1"), "{error}");
+    }
+
+    #[test]
+    fn retry_max_attempts_points_to_the_budget() {
+        assert_eq!(
+            rejection(r#"{"brokers": ["b:1"], "retry_backoff_max_ms": 500, "retry_max_attempts": 1000}"#),
+            "`retry_max_attempts` was replaced by `retry_budget_ms`, how long one operation may keep retrying in \
+             milliseconds (default 60000): remove `retry_max_attempts` and, to keep retrying about as long as 1000 \
+             attempts did, set `\"retry_budget_ms\": 500000`"
+        );
+        let message = rejection(r#"{"brokers": ["b:1"], "retry_max_attempts": "${N}"}"#);
+        assert!(message.starts_with("`retry_max_attempts` was replaced by `retry_budget_ms`"), "{message}");
+        assert!(message.ends_with("set `retry_budget_ms` if 60 seconds is not right"), "{message}");
+        assert_eq!(
+            parse(r#"{"brokers": ["b:1"], "retry_max_attempts": 3}"#).unwrap_err().field(),
+            Some("retry_max_attempts")
+        );
     }
 
     #[test]
@@ -1048,7 +1115,13 @@ mod tests {
             .starts_with("`topics` has \"no/slash\", which is not a Kafka topic name"));
         assert!(rejection(r#"{"brokers": ["a:1"], "connection_id": "has space"}"#)
             .starts_with("`connection_id` must be 1 to 128 characters"));
-        assert!(rejection(r#"{"brokers": ["a:1"], "brokers": ["b:2"]}"#).contains("duplicate JSON key `brokers`"));
+        let error = parse(r#"{"brokers": ["a:1"], "brokers": ["b:2"]}"#).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the configuration is not usable (it must be one JSON object with each field once)"
+        );
+        let cause = std::error::Error::source(&error).map(ToString::to_string).unwrap_or_default();
+        assert_eq!(cause, "duplicate JSON key `brokers` in the object at $");
     }
 
     #[test]

@@ -58,8 +58,8 @@
 //! happens before step 2 so that a crash between them cannot orphan the old run's files under a
 //! newer run number; step 3 after step 2 so that an interrupted clearing is known and completed
 //! by step 1 of the next start. `finish_run` marks the run finished; from then on its segments are
-//! committed output. A bounded `append` run adds a new run's segments, so (as with Filament)
-//! rereading the retained log duplicates earlier runs' records by design.
+//! committed output. A bounded `append` run adds a new run's segments, so (as with other
+//! bounded-append connectors) rereading the retained log duplicates earlier runs' records by design.
 //!
 //! One process writes a destination directory at a time; nothing enforces that yet.
 
@@ -165,9 +165,10 @@ pub enum DestinationError {
 impl fmt::Display for DestinationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DestinationError::Io { action, path, error } => write!(
+            // The `io::Error` is the `source()`.
+            DestinationError::Io { action, path, .. } => write!(
                 f,
-                "cannot {action} {}: {error}; check that the destination directory exists, is writable and has free space",
+                "cannot {action} {} (check that the destination directory exists, is writable and has free space)",
                 path.display()
             ),
             DestinationError::CorruptStore { path, detail } => write!(
@@ -175,7 +176,8 @@ impl fmt::Display for DestinationError {
                 "the checkpoint store {} is not readable ({detail}); restore it from a backup, or use a new destination directory",
                 path.display()
             ),
-            DestinationError::Incarnation(mismatch) => write!(f, "{mismatch}"),
+            // Transparent: the mismatch is this layer's own detail, not a cause below it.
+            DestinationError::Incarnation(mismatch) => fmt::Display::fmt(mismatch, f),
             DestinationError::InvalidTopic { topic } => write!(
                 f,
                 "topic \"{topic}\" cannot be written to a directory destination: names must be Kafka topic names and `_sluice` is reserved for the checkpoint store"
@@ -205,7 +207,15 @@ impl fmt::Display for DestinationError {
     }
 }
 
-impl std::error::Error for DestinationError {}
+impl std::error::Error for DestinationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DestinationError::Io { error, .. } => Some(error),
+            DestinationError::Incarnation(mismatch) => std::error::Error::source(mismatch.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 impl From<Box<IncarnationMismatch>> for DestinationError {
     fn from(mismatch: Box<IncarnationMismatch>) -> Self {

@@ -42,6 +42,8 @@ impl fmt::Display for JsonError {
     }
 }
 
+impl std::error::Error for JsonError {}
+
 /// Parses `bytes` as one JSON value, rejecting duplicate object keys at any depth.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, JsonError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|error| JsonError::Syntax(error.to_string()))?;

@@ -1,54 +1,96 @@
 #![forbid(unsafe_code)]
-//! The `sluice` command line: `check`, `discover` and `read`.
+//! The `sluice` command line: `check`, `discover`, `read` and `completions`.
+//!
+//! stdout carries the command's output (the check and discover text, the JSON of `--json`, the
+//! progress line and summary of a read); stderr carries log lines (through `tracing`, as text or
+//! JSON lines) and the final error report, `sluice: <error>: <cause>: ...`.
 
 use std::io::{IsTerminal, Write};
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use sluice::cli::{self, Command};
+use sluice::cli::{self, Command, LogFormat};
 use sluice::config::Config;
 use sluice::read::{self, ReadProgress, StopSignal};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let command = match cli::parse(&args) {
-        Ok(command) => command,
-        Err(message) => {
-            eprintln!("sluice: {message}\n\n{}", cli::USAGE);
-            return ExitCode::from(2);
+    let invocation = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(invocation) => invocation,
+        Err(error) => {
+            // Help and version go to stdout with 0; usage errors to stderr with 2.
+            let _ = error.print();
+            return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
         }
     };
-    if let Command::Help = command {
-        println!("{}", cli::USAGE);
+    if let Err(message) = install_logging(invocation.log_format) {
+        eprintln!("sluice: {message}");
+        return ExitCode::from(2);
+    }
+    if let Command::Completions { shell } = invocation.command {
+        cli::write_completions(shell, &mut std::io::stdout().lock());
         return ExitCode::SUCCESS;
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("sluice: cannot start the async runtime: {error}");
+            eprintln!("sluice: cannot start the async runtime: {}", cli::error_report(&error));
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(command))
+    runtime.block_on(run(invocation.command))
+}
+
+/// The default filter: Sluice's own events from `info`, everything else from `warn`.
+fn default_filter() -> Targets {
+    Targets::new()
+        .with_target("sluice", LevelFilter::INFO)
+        .with_target("sluice_wire", LevelFilter::INFO)
+        .with_default(LevelFilter::WARN)
+}
+
+/// Installs the subscriber: log lines on stderr, filtered by SLUICE_LOG (else RUST_LOG), a
+/// `target=level,...` list as `tracing_subscriber::filter::Targets` reads it.
+fn install_logging(format: LogFormat) -> Result<(), String> {
+    let from_env = ["SLUICE_LOG", "RUST_LOG"]
+        .into_iter()
+        .find_map(|name| std::env::var(name).ok().filter(|value| !value.trim().is_empty()).map(|value| (name, value)));
+    let filter = match from_env {
+        None => default_filter(),
+        Some((name, value)) => value.parse::<Targets>().map_err(|error| {
+            format!("{name}={value:?} is not a log filter ({error}): write e.g. `info`, or `sluice=debug,warn`")
+        })?,
+    };
+    let registry = tracing_subscriber::registry().with(filter);
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => registry.with(layer).try_init(),
+        LogFormat::Json => {
+            registry.with(layer.json().flatten_event(true).with_current_span(false).with_span_list(false)).try_init()
+        }
+    };
+    installed.map_err(|error| format!("cannot install the log subscriber: {error}"))
 }
 
 fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
     Config::load(path).map_err(|error| {
-        eprintln!("sluice: {error}");
+        eprintln!("sluice: {}", cli::error_report(&error));
         ExitCode::from(2)
     })
 }
 
 async fn run(command: Command) -> ExitCode {
     match command {
-        Command::Help => ExitCode::SUCCESS,
-        Command::Check { config } => {
+        Command::Completions { .. } => ExitCode::SUCCESS,
+        Command::Check { config, wait } => {
             let config = match load(&config) {
                 Ok(config) => config,
                 Err(code) => return code,
             };
-            match cli::check(&config).await {
+            match cli::check(&config, wait).await {
                 Ok(text) => {
                     print!("{text}");
                     ExitCode::SUCCESS
@@ -109,8 +151,9 @@ async fn run(command: Command) -> ExitCode {
     }
 }
 
-fn fail(error: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("sluice: {error}");
+/// Reports `error` with its causes on stderr; exit code 1.
+fn fail(error: &dyn std::error::Error) -> ExitCode {
+    eprintln!("sluice: {}", cli::error_report(error));
     ExitCode::FAILURE
 }
 
@@ -122,15 +165,18 @@ fn spawn_signal_handler(stop: StopSignal) {
             return;
         };
         for _ in 0..2 {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
+            let signal = tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            };
             if stop.is_stopped() {
-                eprintln!("sluice: second signal, exiting without finishing the epoch (nothing uncertified is lost)");
+                tracing::warn!(
+                    signal,
+                    "second signal ({signal}), exiting without finishing the epoch (nothing uncertified is lost)"
+                );
                 std::process::exit(130);
             }
-            eprintln!("sluice: stopping after the current epoch");
+            tracing::info!(signal, "{signal}: stopping after the current epoch");
             stop.stop();
         }
     });

@@ -42,7 +42,7 @@ use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, TimestampType};
-use sluice_wire::{SaslCredentials, SaslSettings, TlsSettings};
+use sluice_wire::{SaslCredentials, SaslSettings, TlsError, TlsField, TlsSettings};
 
 /// Bounded or continuous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,49 +102,32 @@ impl ReadProgress {
     }
 }
 
-/// Why a read failed. `Display` says what happened and what to do.
+/// Why a read failed. `Display` says what happened and what to do, and never repeats its cause:
+/// the wrapped error is the `source()` (print the chain, as the CLI does).
 #[derive(Debug)]
 pub enum ReadError {
-    /// The configuration asks for something this build cannot do.
-    Unsupported(String),
+    /// The TLS settings cannot be used (a certificate does not parse, or this build's crypto
+    /// provider cannot run here).
+    Tls(TlsError),
     /// A configured topic is not in the cluster.
-    UnknownTopic {
-        topic: String,
-    },
+    UnknownTopic { topic: String },
     /// The broker reports no cluster id, or a topic has no topic id.
     MissingIdentity(String),
+    /// The Kafka client failed (after its retries, for retriable failures).
     Client(ClientError),
+    /// The destination could not write, certify or resume.
     Destination(DestinationError),
     /// A record does not fit its resource's schema (and `on_malformed` is `fail`).
     Row(RowError),
     /// Records were deleted (retention, DeleteRecords) before they were read.
-    RetentionLoss {
-        topic: String,
-        partition: i32,
-        from: i64,
-        to: i64,
-    },
+    RetentionLoss { topic: String, partition: i32, from: i64, to: i64 },
     /// A certified position is past the end of the partition's log.
-    PositionBeyondLog {
-        topic: String,
-        partition: i32,
-        position: i64,
-        end: i64,
-    },
+    PositionBeyondLog { topic: String, partition: i32, position: i64, end: i64 },
     /// The topic's partitions changed during a continuous session.
-    PartitionsChanged {
-        topic: String,
-        before: usize,
-        after: usize,
-    },
+    PartitionsChanged { topic: String, before: usize, after: usize },
     /// The log was truncated under the position (an unclean leader election): records that were
     /// read, and maybe certified, no longer exist.
-    LogTruncated {
-        topic: String,
-        partition: i32,
-        position: i64,
-        end_offset: i64,
-    },
+    LogTruncated { topic: String, partition: i32, position: i64, end_offset: i64 },
     /// A bounded run was stopped (SIGINT/SIGTERM) before it read its whole window.
     BoundedRunStopped,
 }
@@ -152,15 +135,23 @@ pub enum ReadError {
 impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ReadError::Unsupported(message) | ReadError::MissingIdentity(message) => f.write_str(message),
+            // The wire error (the `source()`) names the setting in the library's words.
+            ReadError::Tls(error) => match error.field {
+                TlsField::CaPem => f.write_str("`tls_ca_pem` cannot be used"),
+                TlsField::CertPem => f.write_str("`tls_cert_pem` cannot be used"),
+                TlsField::KeyPem => f.write_str("`tls_key_pem` cannot be used"),
+                _ => f.write_str("TLS cannot be used in this build or on this machine"),
+            },
+            ReadError::MissingIdentity(message) => f.write_str(message),
             ReadError::UnknownTopic { topic } => write!(
                 f,
                 "topic {topic} does not exist or is not accessible; check `topics` (or --topics) and the \
                  credentials' permissions (`sluice discover` lists what is readable)"
             ),
-            ReadError::Client(error) => write!(f, "{error}"),
-            ReadError::Destination(error) => write!(f, "{error}"),
-            ReadError::Row(error) => write!(f, "{error}"),
+            // The wrapped error is the `source()`; this says which side failed.
+            ReadError::Client(_) => f.write_str("talking to Kafka failed"),
+            ReadError::Destination(_) => f.write_str("the destination failed"),
+            ReadError::Row(_) => f.write_str("a record does not fit its topic's schema"),
             ReadError::RetentionLoss { topic, partition, from, to } => write!(
                 f,
                 "records [{from}, {to}) of {topic}-{partition} were deleted (retention or DeleteRecords) before \
@@ -193,7 +184,17 @@ impl std::fmt::Display for ReadError {
     }
 }
 
-impl std::error::Error for ReadError {}
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Tls(error) => Some(error),
+            ReadError::Client(error) => Some(error),
+            ReadError::Destination(error) => Some(error),
+            ReadError::Row(error) => Some(error),
+            _ => None,
+        }
+    }
+}
 
 impl From<ClientError> for ReadError {
     fn from(error: ClientError) -> Self {
@@ -254,39 +255,44 @@ const MEMBERSHIP_CHECK: Duration = Duration::from_secs(5);
 /// rows held 64 epochs of 10,000 rows (886 MiB peak RSS) before this.
 const MAX_BUFFERED_BYTES: usize = 16 * 1024 * 1024;
 
-/// Connects with the configured brokers, TLS and SASL.
+/// Connects with the configured brokers, TLS, SASL and retry policy.
 pub async fn connect(config: &Config) -> Result<Client, ReadError> {
+    connect_with_retry(config, config.network.retry_policy()).await
+}
+
+/// Connects with the configured brokers, TLS and SASL, retrying as `retry` says (`sluice check`
+/// gives up after one round over the bootstrap addresses unless asked to wait).
+pub async fn connect_with_retry(config: &Config, retry: RetryPolicy) -> Result<Client, ReadError> {
     let mut connection = ConnectionConfig::default().with_client_id(config.client_id.clone()).with_timeouts(
         Duration::from_millis(config.network.connect_timeout_ms),
         Duration::from_millis(config.network.request_timeout_ms),
     );
     if let Some(tls) = &config.tls {
-        let settings = TlsSettings {
-            ca_pem: tls.ca_pem.as_ref().map(|pem| pem.expose().to_string()),
-            cert_pem: tls.client.as_ref().map(|client| client.cert_pem.expose().to_string()),
-            key_pem: tls.client.as_ref().map(|client| client.key_pem.expose().to_string()),
-        };
-        connection =
-            connection.with_tls_settings(&settings).map_err(|error| ReadError::Unsupported(error.to_string()))?;
+        let mut settings = TlsSettings::new(tls.ca_pem.as_ref().map(|pem| pem.expose().to_string()));
+        if let Some(client) = &tls.client {
+            settings = settings.with_client_certificate(client.cert_pem.expose(), client.key_pem.expose());
+        }
+        connection = connection.with_tls_settings(&settings).map_err(ReadError::Tls)?;
     }
     if let Some(sasl) = &config.sasl {
         let credentials = match sasl.mechanism {
             SaslMechanism::OAuthBearer => SaslCredentials::oauth_token(sasl.password.expose().to_string()),
             _ => SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
         };
-        connection = connection
-            .with_sasl(SaslSettings::new(sasl.mechanism, credentials).allowing_plain_without_tls(sasl.allow_plaintext));
+        // The library warns per connection in its own terms; a CLI user needs the field name.
+        // The warning is given once here instead, as the configuration decides it.
+        if sasl.mechanism == SaslMechanism::Plain && config.tls.is_none() && !sasl.allow_plaintext {
+            let brokers = config.brokers.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            tracing::warn!(
+                "SASL PLAIN over a plaintext connection to {brokers} sends the password unencrypted; set \
+                 `\"tls_enabled\": true`, or set `\"sasl_allow_plaintext\": true` to silence this warning"
+            );
+        }
+        connection =
+            connection.with_sasl(SaslSettings::new(sasl.mechanism, credentials).allowing_plain_without_tls(true));
     }
-    // TODO(connector): a retry budget in the config instead of an attempt count.
-    let budget =
-        Duration::from_millis(config.network.retry_backoff_max_ms).saturating_mul(config.network.retry_max_attempts);
-    let client_config = ClientConfig::new(config.brokers.iter().map(ToString::to_string))
-        .with_connection(connection)
-        .with_retry(RetryPolicy::new(
-            Duration::from_millis(config.network.retry_backoff_ms),
-            Duration::from_millis(config.network.retry_backoff_max_ms),
-            budget,
-        ));
+    let client_config =
+        ClientConfig::new(config.brokers.iter().map(ToString::to_string)).with_connection(connection).with_retry(retry);
     let client = Client::connect(client_config).await?;
     Ok(client)
 }
@@ -330,6 +336,47 @@ pub async fn read(
     progress(&session.progress);
     session.run(&client, config, &mut destination, stop, progress).await?;
     Ok(session.progress)
+}
+
+/// One line per topic on what the run will read, and one per partition at debug level.
+fn log_plan(mode: ReadMode, topic: &str, partitions: &BTreeMap<i32, PartitionRun>) {
+    match mode {
+        ReadMode::Bounded => {
+            let records: i64 = partitions.values().map(|run| run.end.unwrap_or(run.certified) - run.certified).sum();
+            tracing::info!(
+                topic,
+                partitions = partitions.len(),
+                offsets = records,
+                "bounded read of {topic}: {} partition(s), {records} offsets up to the last stable offsets",
+                partitions.len()
+            );
+        }
+        ReadMode::Continuous => tracing::info!(
+            topic,
+            partitions = partitions.len(),
+            "continuous read of {topic}: {} partition(s), each from its certified position (else `start_position`)",
+            partitions.len()
+        ),
+    }
+    for (partition, run) in partitions {
+        match run.end {
+            Some(end) => tracing::debug!(
+                topic,
+                partition,
+                start = run.certified,
+                end,
+                "{topic}-{partition}: window [{}, {end})",
+                run.certified
+            ),
+            None => tracing::debug!(
+                topic,
+                partition,
+                start = run.certified,
+                "{topic}-{partition}: from offset {}",
+                run.certified
+            ),
+        }
+    }
 }
 
 /// One topic of a run.
@@ -399,6 +446,13 @@ impl Session {
     ) -> Result<Session, ReadError> {
         let metadata = client.refresh_metadata(None).await?;
         let cluster_id = cluster_id(&metadata)?;
+        tracing::info!(
+            cluster_id = %cluster_id,
+            connection_id = %connection_id,
+            brokers = metadata.brokers.len(),
+            "connected to cluster {cluster_id} ({} brokers) as connection {connection_id}",
+            metadata.brokers.len()
+        );
         let names: Vec<String> = match options.topics.as_ref().filter(|t| !t.is_empty()) {
             Some(topics) => topics.clone(),
             None if !config.topics.is_empty() => config.topics.clone(),
@@ -494,6 +548,7 @@ impl Session {
                     consumer.pin_topic_id(&tp, info.topic_id);
                 }
             }
+            log_plan(options.mode, &name, &partitions);
             progress.topics.push(TopicProgress {
                 topic: name.clone(),
                 partitions: partitions
@@ -530,9 +585,16 @@ impl Session {
                 for topic in &self.topics {
                     destination.finish_run(&topic.name)?;
                 }
+                tracing::info!("bounded run finished: every partition reached its window end");
                 return Ok(());
             }
             if stop.is_stopped() {
+                match self.mode {
+                    ReadMode::Bounded => tracing::warn!("stop requested: the bounded run ends unfinished"),
+                    ReadMode::Continuous => {
+                        tracing::info!("stop requested: writing and certifying the epochs in progress")
+                    }
+                }
                 self.flush_all(destination)?;
                 if self.mode == ReadMode::Bounded {
                     // Not `finish_run`: an unfinished bounded run is discarded by the next one,
@@ -544,6 +606,7 @@ impl Session {
                 }
                 self.progress.stopped = true;
                 progress(&self.progress);
+                tracing::info!("continuous run stopped; everything read is certified");
                 return Ok(());
             }
             // A stop must not wait for `poll`, which rides out an outage for as long as the retry
@@ -555,6 +618,13 @@ impl Session {
             let batches = match polled {
                 Ok(batches) => batches,
                 Err(ClientError::OffsetOutOfRange { topic, partition, offset }) => {
+                    tracing::warn!(
+                        topic = %topic,
+                        partition,
+                        offset,
+                        "offset {offset} of {topic}-{partition} is out of range; certifying what was read before \
+                         failing the run"
+                    );
                     // What was read before the loss is good data: write and certify it first.
                     self.flush_all(destination)?;
                     let tp = TopicPartition::new(&topic, partition);
@@ -652,7 +722,10 @@ impl Session {
                 Ok(_) => self.buffered += run.rows.bytes().len() - rendered,
                 Err(error) => match config.on_malformed {
                     OnMalformed::Fail => return Err(ReadError::Row(error)),
-                    OnMalformed::DeadLetter => run.dead_letters.push(DeadLetter::new(&record_ref, &error)),
+                    OnMalformed::DeadLetter => {
+                        tracing::debug!(topic = %error.topic, partition = error.partition, offset = error.offset, "dead letter: {error}");
+                        run.dead_letters.push(DeadLetter::new(&record_ref, &error))
+                    }
                 },
             }
             run.fetched = record.offset + 1;
@@ -702,6 +775,18 @@ impl Session {
         destination
             .certify(&topic.name, &BTreeMap::from([(p, NextOffset::at_epoch(run.fetched, run.fetched_epoch))]))?;
         crate::fault::point("epoch.certified");
+        tracing::debug!(
+            topic = %topic.name,
+            partition = p,
+            first_offset = run.certified,
+            next_offset = run.fetched,
+            rows = run.rows.len(),
+            dead_letters = run.dead_letters.len(),
+            "epoch certified: {}-{p} [{}, {})",
+            topic.name,
+            run.certified,
+            run.fetched
+        );
         let stats = &mut self.progress.topics[topic.index];
         stats.rows += run.rows.len() as u64;
         stats.dead_letters += run.dead_letters.len() as u64;
@@ -763,6 +848,12 @@ impl Session {
             if now.partitions.len() != topic.partitions.len() {
                 let (before, after) = (topic.partitions.len(), now.partitions.len());
                 let name = topic.name.clone();
+                tracing::info!(
+                    topic = %name,
+                    before,
+                    after,
+                    "topic {name} went from {before} to {after} partitions; certifying what was read before stopping"
+                );
                 // Everything read so far is good data: write and certify it, then stop.
                 self.flush_all(destination)?;
                 return Err(ReadError::PartitionsChanged { topic: name, before, after });

@@ -111,7 +111,7 @@ async fn continuous_read_follows_leadership_through_broker_failures() {
         &dir,
         json!({"brokers": brokers, "topics": [topic], "epoch_max_records": 100, "epoch_max_ms": 200,
                "fetch_max_wait_ms": 200, "request_timeout_ms": 5000, "connect_timeout_ms": 2000,
-               "retry_backoff_ms": 100, "retry_backoff_max_ms": 1000, "retry_max_attempts": 1000}),
+               "retry_backoff_ms": 100, "retry_backoff_max_ms": 1000, "retry_budget_ms": 600000}),
     );
     let mut sluice = RunningSluice::start(&dir.join("logs"), &config, &dest, "continuous", &[]);
 
@@ -295,7 +295,7 @@ async fn unclean_leader_election_truncation_fails_the_run_naming_the_lost_range(
         &dir,
         json!({"brokers": brokers, "topics": [topic], "epoch_max_records": 5, "epoch_max_ms": 100,
                "fetch_max_wait_ms": 100, "request_timeout_ms": 3000, "connect_timeout_ms": 1000,
-               "retry_backoff_ms": 100, "retry_backoff_max_ms": 500, "retry_max_attempts": 1000}),
+               "retry_backoff_ms": 100, "retry_backoff_max_ms": 500, "retry_budget_ms": 600000}),
     );
     produce_n(&client, &tp, 0, 10, -1).await;
     let mut sluice = RunningSluice::start(&dir.join("logs"), &config, &dest, "continuous", &[]);

@@ -75,7 +75,7 @@ async fn cut_responses_reconnect_without_loss_or_duplicates() {
 }
 
 /// Nothing forwarded, nothing reset, for three request timeouts: only the client's timeouts
-/// can notice, and the run must ride it out (retry_max_attempts is large).
+/// can notice, and the run must ride it out (the retry budget is ten minutes).
 #[tokio::test(flavor = "multi_thread")]
 async fn black_hole_is_ridden_out_by_timeouts_and_reconnects() {
     ride_out("black_hole", Fault::BlackHole, Duration::from_millis(3 * REQUEST_TIMEOUT_MS)).await;
@@ -88,7 +88,7 @@ async fn trickle_is_ridden_out_without_loss_or_duplicates() {
     ride_out("trickle", Fault::Trickle { bytes_per_second: 2000 }, Duration::from_secs(3)).await;
 }
 
-/// A black hole that outlasts the retry budget (3 attempts, 1 s timeouts): the run fails with
+/// A black hole that outlasts the retry budget (2 s, 1 s timeouts): the run fails with
 /// an error naming the broker and the timeout, and what it certified before is still exact.
 #[tokio::test(flavor = "multi_thread")]
 async fn black_hole_past_the_retry_budget_fails_the_run_naming_the_broker() {
@@ -97,7 +97,7 @@ async fn black_hole_past_the_retry_budget_fails_the_run_naming_the_broker() {
     let proxy = start_proxy();
     let topic = common::create_topic(&client, "net-budget", PARTITIONS, &[]).await;
     let scratch = common::temp_dir("net-budget");
-    let config = fault_config(&scratch, &topic, 3, 1000);
+    let config = fault_config(&scratch, &topic, 2_000, 1000);
     let dest = scratch.join("dest");
     let producer = BackgroundProducer::start(client.clone(), &topic);
     let mut sluice = RunningSluice::start(&scratch.join("logs"), &config, &dest, "continuous", &[]);
@@ -168,7 +168,7 @@ async fn sigterm_during_a_black_hole_ends_the_run_after_its_epoch() {
     let proxy = start_proxy();
     let topic = common::create_topic(&client, "net-sigterm", PARTITIONS, &[]).await;
     let scratch = common::temp_dir("net-sigterm");
-    let config = fault_config(&scratch, &topic, 1000, REQUEST_TIMEOUT_MS);
+    let config = fault_config(&scratch, &topic, 600_000, REQUEST_TIMEOUT_MS);
     let dest = scratch.join("dest");
     let producer = BackgroundProducer::start(client.clone(), &topic);
     let mut sluice = RunningSluice::start(&scratch.join("logs"), &config, &dest, "continuous", &[]);
@@ -221,7 +221,7 @@ async fn sigterm_stops_a_bounded_run_unfinished_and_the_rerun_is_exact() {
         common::produce_json(&client, &topic, partition, &values).await;
     }
     let scratch = common::temp_dir("net-bounded-stop");
-    let config = fault_config(&scratch, &topic, 1000, REQUEST_TIMEOUT_MS);
+    let config = fault_config(&scratch, &topic, 600_000, REQUEST_TIMEOUT_MS);
     let dest = scratch.join("dest");
 
     proxy.set(Fault::BlackHole);
@@ -271,7 +271,7 @@ async fn ride_out(name: &str, fault: Fault, hold: Duration) {
     let rounds = rounds();
     let topic = common::create_topic(&client, &format!("net-{name}"), PARTITIONS, &[]).await;
     let scratch = common::temp_dir(&format!("net-{name}"));
-    let config = fault_config(&scratch, &topic, 1000, REQUEST_TIMEOUT_MS);
+    let config = fault_config(&scratch, &topic, 600_000, REQUEST_TIMEOUT_MS);
     let dest = scratch.join("dest");
     let producer = BackgroundProducer::start(client.clone(), &topic);
     let mut sluice = RunningSluice::start(&scratch.join("logs"), &config, &dest, "continuous", &[]);
@@ -375,8 +375,8 @@ fn start_proxy() -> FaultProxy {
 }
 
 /// A config that reads `topic` through the proxy with small epochs, short timeouts and quick
-/// retries; `attempts` is the retry budget.
-fn fault_config(dir: &Path, topic: &str, attempts: u32, request_timeout_ms: u64) -> PathBuf {
+/// retries; `retry_budget_ms` is how long one operation may keep retrying.
+fn fault_config(dir: &Path, topic: &str, retry_budget_ms: u64, request_timeout_ms: u64) -> PathBuf {
     common::write_config(
         dir,
         json!({
@@ -389,7 +389,7 @@ fn fault_config(dir: &Path, topic: &str, attempts: u32, request_timeout_ms: u64)
             "connect_timeout_ms": request_timeout_ms,
             "retry_backoff_ms": 50,
             "retry_backoff_max_ms": 500,
-            "retry_max_attempts": attempts,
+            "retry_budget_ms": retry_budget_ms,
         }),
     )
 }

@@ -13,7 +13,7 @@ use std::hash::{Hash, Hasher};
 use bytes::{Bytes, BytesMut};
 use sluice_wire::fetch_state::{FetchLimits, FetchState, PlannedFetch};
 use sluice_wire::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
-use sluice_wire::connection::tls::{client_config, TlsSettings};
+use sluice_wire::connection::tls::{client_config, TlsField, TlsSettings};
 use sluice_wire::protocol::frame::{encode_frame, FrameDecoder};
 use sluice_wire::protocol::messages::api_versions::ApiVersionsResponse;
 use sluice_wire::protocol::messages::create_partitions::CreatePartitionsResponse;
@@ -588,7 +588,9 @@ pub fn pem(data: &[u8]) {
     let ca = parts.next().unwrap_or_default();
     let cert = parts.next().filter(|_| selector & 1 == 1);
     let key = parts.next().filter(|_| selector & 2 == 2);
-    let settings = TlsSettings { ca_pem: Some(ca.clone()), cert_pem: cert.clone(), key_pem: key.clone() };
+    let mut settings = TlsSettings::new(Some(ca.clone()));
+    settings.cert_pem = cert.clone();
+    settings.key_pem = key.clone();
     let error = match client_config(&settings) {
         Ok(_) => {
             assert_eq!(cert.is_some(), key.is_some(), "mutual TLS needs both the certificate and its key");
@@ -597,8 +599,11 @@ pub fn pem(data: &[u8]) {
         Err(error) => error,
     };
     let text = error.to_string();
-    assert!(["tls_ca_pem", "tls_cert_pem", "tls_key_pem"].contains(&error.field), "unexpected field: {text}");
-    assert!(text.starts_with(error.field), "the error starts with the field it is about: {text}");
+    assert!(
+        [TlsField::CaPem, TlsField::CertPem, TlsField::KeyPem].contains(&error.field),
+        "unexpected field: {text}"
+    );
+    assert!(text.contains(&format!("`{}`", error.field.name())), "the error names the field it is about: {text}");
     let Some(key) = key else { return };
     // The key's base64 lines (long enough not to occur in an error message by chance) must not
     // be quoted, unless the CA or cert field holds the same text (then its error may quote it).

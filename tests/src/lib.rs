@@ -8,6 +8,7 @@
 //! passes quietly without having talked to Kafka.
 
 pub mod checker;
+pub mod fake_broker;
 pub mod fault_proxy;
 
 use std::io::{BufRead, BufReader, Write};
@@ -205,4 +206,18 @@ impl Drop for JavaProcess {
         }
         self.close();
     }
+}
+
+/// An error and its `source()` chain, joined by ": " as a reporter (anyhow, eyre) prints it.
+/// Errors do not repeat their cause in `Display`, so a test that looks for a detail of the cause
+/// looks here.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

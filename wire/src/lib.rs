@@ -1,10 +1,36 @@
 //! A pure-Rust, async Kafka client on tokio: no librdkafka, no OpenSSL, and with the `graviola`
 //! feature no C at all.
 //!
-//! The public API is the crate root: a [`Client`] (bootstrap, metadata, offsets, produce, admin
-//! calls), a [`Consumer`] that fetches assigned partitions from their leaders, their
-//! configuration ([`ClientConfig`], [`ConnectionConfig`], [`FetchConfig`], [`TlsSettings`],
-//! [`SaslSettings`]) and their errors ([`ClientError`], [`ConnectionError`]).
+//! The public API is the crate root:
+//!
+//! - [`Client`]: bootstrap, cluster metadata ([`ClusterMetadata`]), offsets
+//!   ([`Client::list_offsets`]), produce ([`Client::produce`] with [`ProduceRecord`]s) and admin
+//!   calls ([`Client::create_topic`] with a [`NewTopic`], [`Client::delete_topics`],
+//!   [`Client::create_partitions`], [`Client::delete_records`]). Cheap to clone.
+//! - [`Consumer`]: fetches the partitions you assign from their leaders, read_committed by
+//!   default, and returns [`PartitionBatch`]es of [`Record`]s.
+//! - Configuration: [`ClientConfig`] (bootstrap, [`RetryPolicy`]), [`ConnectionConfig`]
+//!   (timeouts, [`TlsSettings`], [`SaslSettings`]) and [`FetchConfig`]. Each is a builder:
+//!   start from `new` or `default` and chain `with_*` calls.
+//! - Errors: [`ClientError`] (with topic, partition and offset, [`ClientError::kind`] and `is_*`
+//!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
+//!   [`ErrorCode`]s.
+//!
+//! There is no consumer group and no idempotent or transactional producer: the caller assigns
+//! partitions and keeps its positions (the `sluice` connector checkpoints them itself).
+//!
+//! # Trying it
+//!
+//! The repository starts a local single-node Kafka (4.1, from Maven Central jars; needs Java 17
+//! and Maven) on `127.0.0.1:19092`, which is where the examples below and in `wire/examples/`
+//! connect:
+//!
+//! ```text
+//! tests/kafka/broker.sh start
+//! cargo run -p sluice-wire --example produce -- 127.0.0.1:19092 example-topic 10
+//! cargo run -p sluice-wire --example consume -- 127.0.0.1:19092 example-topic
+//! tests/kafka/broker.sh stop
+//! ```
 //!
 //! # Consuming
 //!
@@ -12,7 +38,7 @@
 //! use sluice_wire::{Client, ClientConfig, Consumer, FetchConfig, TopicPartition};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::connect(ClientConfig::new(["127.0.0.1:9092"])).await?;
+//! let client = Client::connect(ClientConfig::new(["127.0.0.1:19092"])).await?;
 //! let mut consumer = Consumer::new(client, FetchConfig::default());
 //! consumer.assign(TopicPartition::new("orders", 0), 0);
 //! loop {
@@ -27,7 +53,9 @@
 //!
 //! `poll` is read_committed by default and never skips a record: a partition that fails
 //! (offset out of range, a corrupt batch, a truncated log) keeps its position, the records of
-//! the other partitions are returned first, and the error comes from the next `poll`.
+//! the other partitions are returned first, and the error comes from the next `poll`. To read
+//! a partition from its start, ask [`Client::list_offsets`] for [`OffsetSpec::Earliest`] and
+//! assign that offset (`wire/examples/consume.rs` reads every partition from start to end).
 //!
 //! # Producing
 //!
@@ -35,13 +63,16 @@
 //! use sluice_wire::{Client, ClientConfig, Compression, ProduceRecord, TopicPartition};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::connect(ClientConfig::new(["127.0.0.1:9092"])).await?;
-//! let record = ProduceRecord::new(Some(b"key"), Some(b"value"));
+//! let client = Client::connect(ClientConfig::new(["127.0.0.1:19092"])).await?;
+//! let record = ProduceRecord::new(Some(b"key"), Some(b"value")).with_header("source", Some(b"docs"));
 //! let offset = client.produce(&TopicPartition::new("orders", 0), &[record], Compression::Lz4, -1).await?;
 //! println!("written at offset {offset}");
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! One call writes one batch to one partition (acks `-1` waits for all in-sync replicas). The
+//! producer is not idempotent: a retry after a lost response can write a batch twice.
 //!
 //! # TLS and SASL
 //!
@@ -49,7 +80,7 @@
 //! use sluice_wire::{ClientConfig, ConnectionConfig, SaslCredentials, SaslMechanism, SaslSettings, TlsSettings};
 //!
 //! # fn run(ca_pem: String, password: String) -> Result<(), sluice_wire::TlsError> {
-//! let tls = TlsSettings { ca_pem: Some(ca_pem), ..TlsSettings::default() };
+//! let tls = TlsSettings::new(Some(ca_pem)); // None: the system trust store
 //! let sasl = SaslSettings::new(
 //!     SaslMechanism::ScramSha512,
 //!     SaslCredentials::username_password("sluice", password),
@@ -60,6 +91,19 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Certificates and keys are PEM text, not file names. Mutual TLS:
+//! [`TlsSettings::with_client_certificate`]. Mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+//! and OAUTHBEARER (a fixed token or a [`TokenProvider`]). Hostname verification is always on.
+//!
+//! # Errors
+//!
+//! Every fallible call returns a [`ClientError`]. Retriable failures (a lost connection, a
+//! leader change) are retried inside the call within the [`RetryPolicy`] budget; what comes
+//! back is either not retriable (a wrong password, an offset out of range, a recreated topic)
+//! or [`ClientError::RetriesExhausted`] with the last failure as its `source()`. Branch on
+//! [`ClientError::kind`] or the `is_*` checks; `Display` does not repeat the source, so print
+//! the chain (as `anyhow`'s `{:#}` does) to see the cause.
 //!
 //! # Logging
 //!
@@ -80,13 +124,17 @@
 //! - `graviola`: rustls with `rustls-graviola` (Rust and assembly; build with
 //!   `--no-default-features --features graviola` for a dependency tree with no C).
 //! - `unstable`: makes the protocol codecs (`protocol`), the connection layer (`connection`) and
-//!   the fetch state machine (`fetch_state`) public, for fuzzing, benchmarks and tests. They
-//!   follow no semver: anything under them may change in any release.
+//!   the fetch state machine (`fetch_state`) public, for fuzzing, benchmarks and tests, and lets
+//!   tests build the metadata types and [`ProduceRecord`] by struct literal. They follow no
+//!   semver: anything under them may change in any release.
 //!
 //! Minimum supported Rust version: 1.89.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// Bytes from the network reach every layer: nothing outside tests may panic on them. Each
+// exception is an `#[allow]` on the one item that needs it, with the reason next to it.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 mod client;
 mod retry;
@@ -112,12 +160,12 @@ pub use client::{
     BrokerInfo, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer, ErrorKind, FetchConfig,
     ListedOffset, NewTopic, OffsetSpec, PartitionBatch, PartitionInfo, ProduceRecord, TopicInfo, TopicPartition,
 };
-pub use connection::tls::{client_config as tls_client_config, TlsError, TlsSettings};
-pub use connection::{ConnectionConfig, ConnectionError, SaslSettings};
+pub use connection::tls::{client_config as tls_client_config, TlsError, TlsField, TlsProblem, TlsSettings};
+pub use connection::{AuthFailure, ConnectionConfig, ConnectionError, SaslSettings};
 pub use protocol::messages::TopicId;
 pub use protocol::records::{
     DecodeLimits, Header, IsolationLevel, Record, RecordError, RecordErrorKind, TimestampType,
 };
-pub use protocol::sasl::{SaslCredentials, SaslMechanism, SecretString, TokenProvider};
+pub use protocol::sasl::{SaslCredentials, SaslError, SaslMechanism, SecretString, TokenProvider};
 pub use protocol::{ApiKey, ErrorAction, ErrorCode};
 pub use retry::RetryPolicy;

@@ -13,21 +13,36 @@ use crate::protocol::messages::delete_topics::DeleteTopicsRequest;
 use crate::protocol::messages::TopicId;
 use crate::protocol::{ApiKey, ErrorCode};
 
-/// A topic to create.
+/// A topic to create with [`Client::create_topic`].
+///
+/// ```
+/// use sluice_wire::NewTopic;
+///
+/// let topic = NewTopic::new("orders", 6, 3).config("cleanup.policy", "compact");
+/// assert_eq!(topic.configs.len(), 1);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NewTopic {
+    /// The topic name.
     pub name: String,
+    /// The number of partitions.
     pub partitions: i32,
+    /// Replicas per partition (at most the number of brokers).
     pub replication_factor: i16,
     /// Topic configs such as `cleanup.policy=compact`.
     pub configs: Vec<(String, String)>,
 }
 
 impl NewTopic {
+    /// A topic `name` with `partitions` partitions of `replication_factor` replicas each, and
+    /// the broker's default configs.
     pub fn new(name: impl Into<String>, partitions: i32, replication_factor: i16) -> Self {
         NewTopic { name: name.into(), partitions, replication_factor, configs: Vec::new() }
     }
 
+    /// The same topic with one more config (`name=value`); see Kafka's topic configs.
+    #[must_use]
     pub fn config(mut self, name: &str, value: &str) -> Self {
         self.configs.push((name.to_string(), value.to_string()));
         self
@@ -37,6 +52,12 @@ impl NewTopic {
 impl Client {
     /// Creates a topic and waits until its metadata shows a leader for every partition.
     /// Returns the topic id.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] with the broker's code when the broker refuses (`TOPIC_ALREADY_EXISTS`,
+    /// `INVALID_REPLICATION_FACTOR`, `POLICY_VIOLATION`, an authorization failure, ...), or
+    /// when the leaders do not show within the retry budget (at least 10 s).
     pub async fn create_topic(&self, topic: &NewTopic) -> Result<TopicId, ClientError> {
         let request = CreateTopicsRequest {
             topics: vec![CreatableTopic {
@@ -88,7 +109,12 @@ impl Client {
         }
     }
 
-    /// Deletes topics by name.
+    /// Deletes topics by name, then refreshes their metadata.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] with the broker's code for the first topic it refused
+    /// (`UNKNOWN_TOPIC_OR_PARTITION`, an authorization failure, ...).
     pub async fn delete_topics(&self, names: &[&str]) -> Result<(), ClientError> {
         let request = DeleteTopicsRequest {
             topic_names: names.iter().map(|name| name.to_string()).collect(),
@@ -114,6 +140,11 @@ impl Client {
     }
 
     /// Raises a topic's partition count to `count` and waits for the new partitions' leaders.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] with the broker's code when it refuses (`INVALID_PARTITIONS` for a count
+    /// not above the current one, ...), or when the leaders do not show within the retry budget.
     pub async fn create_partitions(&self, topic: &str, count: i32) -> Result<(), ClientError> {
         let request = CreatePartitionsRequest {
             topics: vec![CreatePartitionsTopic { name: topic.to_string(), count }],
@@ -137,6 +168,11 @@ impl Client {
 
     /// Deletes records below `offset` in each partition (`-1` = the high watermark). Returns
     /// the new log start offsets.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when a partition has no leader, or with the broker's code for the first
+    /// partition it refused (`OFFSET_OUT_OF_RANGE` for an offset past the high watermark, ...).
     pub async fn delete_records(
         &self,
         offsets: &[(TopicPartition, i64)],

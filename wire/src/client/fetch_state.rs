@@ -92,7 +92,9 @@ impl Default for FetchLimits {
 
 /// Records fetched for one partition.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct PartitionBatch {
+    /// The partition.
     pub topic_partition: TopicPartition,
     /// Data records at or after the fetch offset, in offset order (control records and, under
     /// read_committed, aborted records removed).
@@ -100,11 +102,15 @@ pub struct PartitionBatch {
     /// The position after this batch: the next offset to fetch. It moves past control markers,
     /// aborted batches and compaction gaps even when `records` is empty.
     pub next_offset: i64,
+    /// The partition's high watermark when the broker answered.
     pub high_watermark: i64,
+    /// The partition's last stable offset when the broker answered (read_committed reads stop
+    /// there).
     pub last_stable_offset: i64,
+    /// The partition's log start offset when the broker answered.
     pub log_start_offset: i64,
     /// The partition leader epoch of the last batch read so far (-1 while unknown). Stored with
-    /// a checkpoint and given back to [`FetchState::assign_at_epoch`], it lets the broker detect
+    /// a checkpoint and given back to `Consumer::assign_at_epoch`, it lets the broker detect
     /// that the log was truncated under the position (an unclean leader election) on the first
     /// fetch after a restart.
     pub last_fetched_epoch: i32,
@@ -526,24 +532,23 @@ fn decode_jobs(
         jobs.iter_mut().map(|job| decode(job, mine_decompressor)).collect()
     } else {
         // Largest first onto the lighter side, so both sides get about half the bytes.
-        let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].records.len()));
-        let (mut here, mut there) = (Vec::new(), Vec::new());
+        let mut order: Vec<(usize, usize)> = jobs.iter().map(|job| job.records.len()).enumerate().collect();
+        order.sort_by_key(|&(_, len)| std::cmp::Reverse(len));
+        let mut on_helper = vec![false; jobs.len()];
         let (mut here_bytes, mut there_bytes) = (0, 0);
-        for i in order {
+        for (i, len) in order {
             if here_bytes <= there_bytes {
-                here_bytes += jobs[i].records.len();
-                here.push(i);
+                here_bytes += len;
             } else {
-                there_bytes += jobs[i].records.len();
-                there.push(i);
+                there_bytes += len;
+                if let Some(side) = on_helper.get_mut(i) {
+                    *side = true;
+                }
             }
         }
-        let mut slots: Vec<Option<&mut DecodeJob>> = jobs.iter_mut().map(Some).collect();
-        let mut take = |indices: &[usize]| -> Vec<(usize, &mut DecodeJob)> {
-            indices.iter().filter_map(|&i| slots[i].take().map(|job| (i, job))).collect()
-        };
-        let (mine, theirs) = (take(&here), take(&there));
+        let (theirs, mine): (Vec<_>, Vec<_>) = jobs.iter_mut().enumerate().zip(on_helper).partition(|(_, there)| *there);
+        let mine: Vec<(usize, &mut DecodeJob)> = mine.into_iter().map(|(job, _)| job).collect();
+        let theirs: Vec<(usize, &mut DecodeJob)> = theirs.into_iter().map(|(job, _)| job).collect();
         let decode_all = |part: Vec<(usize, &mut DecodeJob)>,
                           decompressor: &mut Decompressor|
          -> Vec<(usize, Result<PartitionRecords, RecordError>)> {

@@ -129,10 +129,13 @@ impl OffsetSpec {
 
 /// One partition's ListOffsets answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListedOffset {
-    /// -1 when a timestamp lookup found no record at or after the timestamp.
+    /// The offset; -1 when a timestamp lookup found no record at or after the timestamp.
     pub offset: i64,
+    /// The timestamp of the record at `offset` for a timestamp lookup, else -1.
     pub timestamp: i64,
+    /// The leader epoch of the record at `offset` (-1 when unknown).
     pub leader_epoch: i32,
 }
 

@@ -11,11 +11,28 @@ use crate::protocol::{ApiKey, ErrorAction};
 
 pub use crate::protocol::records::Compression;
 
-/// A record to produce.
+/// A record to produce: key, value, headers and a timestamp.
+///
+/// ```
+/// use sluice_wire::ProduceRecord;
+///
+/// let record = ProduceRecord::new(Some(b"order-7"), Some(br#"{"amount":12}"#))
+///     .with_header("source", Some(b"checkout"))
+///     .with_timestamp(1_700_000_000_000);
+/// assert_eq!(record.headers.len(), 1);
+/// ```
+///
+/// More fields may be added, so outside this crate it is built with [`ProduceRecord::new`] and
+/// the `with_*` methods (with `unstable`, tests may also use a struct literal).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(not(feature = "unstable"), non_exhaustive)]
 pub struct ProduceRecord {
+    /// The key; `None` is a null key. There is no partitioner: [`Client::produce`] writes to
+    /// the partition it is given, whatever the key.
     pub key: Option<Vec<u8>>,
+    /// The value; `None` is a null value (a tombstone on a compacted topic).
     pub value: Option<Vec<u8>>,
+    /// Headers in order; keys may repeat. A `None` value is a null header value.
     pub headers: Vec<(String, Option<Vec<u8>>)>,
     /// Milliseconds since the epoch (CreateTime).
     pub timestamp: i64,
@@ -36,12 +53,37 @@ impl ProduceRecord {
             timestamp: now,
         }
     }
+
+    /// The same record with one more header.
+    #[must_use]
+    pub fn with_header(mut self, key: impl Into<String>, value: Option<&[u8]>) -> Self {
+        self.headers.push((key.into(), value.map(<[u8]>::to_vec)));
+        self
+    }
+
+    /// The same record with this timestamp (milliseconds since the epoch, CreateTime).
+    #[must_use]
+    pub fn with_timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = timestamp;
+        self
+    }
 }
 
 impl Client {
     /// Writes `records` as one batch to `topic_partition` and returns the base offset the
     /// broker assigned. `acks`: 0, 1 or -1 (all). With acks 0 the broker does not answer and
     /// the returned offset is -1.
+    ///
+    /// The producer is neither idempotent nor transactional: a retry after a lost response
+    /// (retriable errors are retried within the [`RetryPolicy`](crate::RetryPolicy) budget) can
+    /// write the batch twice, as with any acks=1 client without idempotence. A dropped future
+    /// may or may not have written the batch.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] when `records` is empty, a record cannot be encoded (a batch too large
+    /// for the format), the partition has no leader, the broker refuses the batch
+    /// (`MESSAGE_TOO_LARGE`, `TOPIC_AUTHORIZATION_FAILED`, ...), or retries run out.
     pub async fn produce(
         &self,
         topic_partition: &TopicPartition,

@@ -4,7 +4,57 @@ use std::time::Duration;
 
 use crate::protocol::codec::DecodeError;
 use crate::protocol::frame::FrameError;
+use crate::protocol::sasl::{SaslError, SaslMechanism};
 use crate::protocol::{ApiKey, ErrorCode};
+
+pub use super::tls::TlsProblem;
+
+/// Why SASL authentication failed, in terms a caller can map to its own settings.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AuthFailure {
+    /// SCRAM: the broker does not know the user (or has no SCRAM credentials for it under this
+    /// mechanism).
+    UnknownUser,
+    /// SCRAM: the user exists, the password proof was wrong.
+    WrongPassword,
+    /// PLAIN: the user name or the password is wrong (PLAIN does not say which).
+    WrongUserOrPassword,
+    /// OAUTHBEARER: the broker rejected the token.
+    TokenRejected,
+    /// The broker does not enable this mechanism on the listener; it offers these.
+    MechanismNotEnabled {
+        /// The mechanisms the broker offers.
+        offered: Vec<String>,
+    },
+    /// This client's side of the exchange failed (bad credentials for the mechanism, a malformed
+    /// server message, a server that could not prove it knows the password); the cause is the
+    /// `source()`.
+    Client(Box<SaslError>),
+}
+
+impl std::fmt::Display for AuthFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthFailure::UnknownUser => f.write_str(
+                "unknown user (or no SCRAM credentials for this mechanism): create them with kafka-configs \
+                 --alter --add-config 'SCRAM-SHA-...=[password=...]' --entity-type users, or check the user name",
+            ),
+            AuthFailure::WrongPassword => f.write_str("wrong password"),
+            AuthFailure::WrongUserOrPassword => {
+                f.write_str("wrong user name or password (PLAIN does not say which)")
+            }
+            AuthFailure::TokenRejected => f.write_str("the broker rejected the token"),
+            AuthFailure::MechanismNotEnabled { offered } => write!(
+                f,
+                "the broker does not enable this mechanism (it offers: {}); use one of those or enable it on the \
+                 broker",
+                if offered.is_empty() { "none".to_string() } else { offered.join(", ") }
+            ),
+            AuthFailure::Client(_) => f.write_str("the exchange failed on this client's side"),
+        }
+    }
+}
 
 /// Something went wrong on one broker connection. `Display` names the broker and what failed;
 /// the underlying cause, when there is one, is the `source()`.
@@ -29,11 +79,15 @@ pub enum ConnectionError {
     Protocol { broker: String, message: String },
     /// The broker and this client share no version of an API.
     UnsupportedVersion { broker: String, api: ApiKey, ours: (i16, i16), theirs: Option<(i16, i16)> },
-    /// The TLS handshake failed; the message says what to check.
-    Tls { broker: String, message: String },
+    /// The TLS handshake failed; `problem` says what to check, `source` is rustls's error.
+    Tls { broker: String, problem: TlsProblem, source: Option<std::io::Error> },
     /// SASL authentication failed: wrong credentials, a mechanism the broker does not enable, or
-    /// a broker that could not prove it knows the password.
-    Authentication { broker: String, mechanism: &'static str, message: String },
+    /// a broker that could not prove it knows the password. `broker_message` is what the broker
+    /// said, when it said something.
+    Authentication { broker: String, mechanism: SaslMechanism, failure: AuthFailure, broker_message: Option<String> },
+    /// A request that cannot be encoded (a string or array longer than its wire field); nothing
+    /// was sent.
+    RequestTooLarge { broker: String, api: ApiKey, message: String },
     /// A connection-level error code (ApiVersions, SASL).
     Broker { broker: String, api: ApiKey, code: ErrorCode, message: Option<String> },
 }
@@ -50,11 +104,18 @@ impl ConnectionError {
                 ConnectionError::UnexpectedEof { broker: broker.clone(), buffered: *buffered }
             }
             ConnectionError::Closed { broker } => ConnectionError::Closed { broker: broker.clone() },
-            ConnectionError::Tls { broker, message } => {
-                ConnectionError::Tls { broker: broker.clone(), message: message.clone() }
-            }
-            ConnectionError::Authentication { broker, mechanism, message } => {
-                ConnectionError::Authentication { broker: broker.clone(), mechanism, message: message.clone() }
+            ConnectionError::Tls { broker, problem, source } => ConnectionError::Tls {
+                broker: broker.clone(),
+                problem: problem.clone(),
+                source: source.as_ref().map(|source| std::io::Error::new(source.kind(), source.to_string())),
+            },
+            ConnectionError::Authentication { broker, mechanism, failure, broker_message } => {
+                ConnectionError::Authentication {
+                    broker: broker.clone(),
+                    mechanism: *mechanism,
+                    failure: failure.clone(),
+                    broker_message: broker_message.clone(),
+                }
             }
             ConnectionError::Timeout { broker, what, after } => {
                 ConnectionError::Timeout { broker: broker.clone(), what: what.clone(), after: *after }
@@ -74,6 +135,9 @@ impl ConnectionError {
             ConnectionError::Broker { broker, api, code, message } => {
                 ConnectionError::Broker { broker: broker.clone(), api: *api, code: *code, message: message.clone() }
             }
+            ConnectionError::RequestTooLarge { broker, api, message } => {
+                ConnectionError::RequestTooLarge { broker: broker.clone(), api: *api, message: message.clone() }
+            }
         }
     }
 
@@ -90,7 +154,8 @@ impl ConnectionError {
             | ConnectionError::UnsupportedVersion { broker, .. }
             | ConnectionError::Tls { broker, .. }
             | ConnectionError::Authentication { broker, .. }
-            | ConnectionError::Broker { broker, .. } => broker,
+            | ConnectionError::Broker { broker, .. }
+            | ConnectionError::RequestTooLarge { broker, .. } => broker,
         }
     }
 
@@ -106,6 +171,7 @@ impl ConnectionError {
                 ErrorKind::Corrupt
             }
             ConnectionError::UnsupportedVersion { .. } => ErrorKind::Unsupported,
+            ConnectionError::RequestTooLarge { .. } => ErrorKind::InvalidArgument,
             ConnectionError::Tls { .. } => ErrorKind::Tls,
             ConnectionError::Authentication { .. } => ErrorKind::Authentication,
             ConnectionError::Broker { code, .. } if code.is_authorization() => ErrorKind::Authentication,
@@ -170,9 +236,16 @@ impl std::fmt::Display for ConnectionError {
                 ),
                 None => write!(f, "broker {broker} does not support {api}; this client needs Kafka 3.5 or newer"),
             },
-            ConnectionError::Tls { broker, message } => write!(f, "broker {broker}: {message}"),
-            ConnectionError::Authentication { broker, mechanism, message } => {
-                write!(f, "broker {broker}: SASL {mechanism} authentication failed: {message}")
+            ConnectionError::Tls { broker, problem, .. } => write!(f, "broker {broker}: {problem}"),
+            ConnectionError::Authentication { broker, mechanism, failure, broker_message } => {
+                write!(f, "broker {broker}: SASL {mechanism} authentication failed: {failure}")?;
+                if let Some(message) = broker_message {
+                    write!(f, " (the broker says: {message})")?;
+                }
+                Ok(())
+            }
+            ConnectionError::RequestTooLarge { broker, api, message } => {
+                write!(f, "cannot send {api} to broker {broker}: {message}")
             }
             ConnectionError::Broker { broker, api, code, message } => {
                 write!(f, "broker {broker}: {api} failed with {code}")?;
@@ -191,6 +264,8 @@ impl std::error::Error for ConnectionError {
             ConnectionError::Io { source, .. } => Some(source),
             ConnectionError::Frame { source, .. } => Some(source),
             ConnectionError::Decode { source, .. } => Some(source),
+            ConnectionError::Tls { source: Some(source), .. } => Some(source),
+            ConnectionError::Authentication { failure: AuthFailure::Client(error), .. } => Some(error.as_ref()),
             _ => None,
         }
     }

@@ -19,8 +19,8 @@
 mod error;
 pub mod tls;
 
-pub use error::ConnectionError;
-pub use tls::{TlsError, TlsSettings};
+pub use error::{AuthFailure, ConnectionError};
+pub use tls::{TlsError, TlsField, TlsProblem, TlsSettings};
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -264,7 +264,7 @@ impl Connection {
                     after: config.connect_timeout,
                 })
             }
-            Ok(Err(message)) => return Err(ConnectionError::Tls { broker: broker.to_string(), message }),
+            Ok(Err((problem, source))) => return Err(ConnectionError::Tls { broker: broker.to_string(), problem, source }),
             Ok(Ok(stream)) => stream,
         };
         Connection::handshake(broker, stream, config).await
@@ -329,23 +329,16 @@ impl Connection {
                 self.broker
             );
         }
-        let sasl_error = |error: crate::protocol::sasl::SaslError| ConnectionError::Authentication {
+        let failed = |failure: AuthFailure, broker_message: Option<String>| ConnectionError::Authentication {
             broker: self.broker.to_string(),
-            mechanism: mechanism.name(),
-            message: error.to_string(),
+            mechanism,
+            failure,
+            broker_message,
         };
+        let sasl_error = |error: crate::protocol::sasl::SaslError| failed(AuthFailure::Client(Box::new(error)), None);
         let handshake = self.send(&SaslHandshakeRequest { mechanism: mechanism.name().to_string() }).await?;
         if handshake.error_code == ErrorCode::UNSUPPORTED_SASL_MECHANISM {
-            return Err(ConnectionError::Authentication {
-                broker: self.broker.to_string(),
-                mechanism: mechanism.name(),
-                message: format!(
-                    "the broker does not enable {} (it offers: {}); set `sasl_mechanism` to one of those or enable it \
-                     on the broker",
-                    mechanism.name(),
-                    if handshake.mechanisms.is_empty() { "none".to_string() } else { handshake.mechanisms.join(", ") }
-                ),
-            });
+            return Err(failed(AuthFailure::MechanismNotEnabled { offered: handshake.mechanisms }, None));
         }
         if !handshake.error_code.is_ok() {
             return Err(ConnectionError::Broker {
@@ -363,11 +356,7 @@ impl Connection {
             if !response.error_code.is_ok() {
                 let broker_says = response.error_message.unwrap_or_else(|| response.error_code.to_string());
                 let ours = session.rejection().map(|rejection| format!(" ({rejection})")).unwrap_or_default();
-                return Err(ConnectionError::Authentication {
-                    broker: self.broker.to_string(),
-                    mechanism: mechanism.name(),
-                    message: format!("{}: {broker_says}{ours}", rejection_cause(mechanism, round)),
-                });
+                return Err(failed(rejection_cause(mechanism, round), Some(format!("{broker_says}{ours}"))));
             }
             match session.handle_server_message(&response.auth_bytes).map_err(sasl_error)? {
                 SaslStep::Done => return Ok(()),
@@ -543,9 +532,25 @@ impl Connection {
         writer.i32(0); // size, patched below
         encode_request_header(&mut writer, R::API_KEY, version, correlation_id, &self.config.client_id);
         request.encode(version, &mut writer);
+        if let Some(length) = writer.overflow() {
+            return Err(ConnectionError::RequestTooLarge {
+                broker: self.broker.to_string(),
+                api: R::API_KEY,
+                message: format!(
+                    "a field of {length} bytes or items is longer than Kafka allows (strings such as the client id \
+                     or a topic name: 32767 bytes)"
+                ),
+            });
+        }
         let mut frame = writer.into_inner();
-        let size = (frame.len() - 4) as i32;
-        frame[..4].copy_from_slice(&size.to_be_bytes());
+        let size = i32::try_from(frame.len().saturating_sub(4)).map_err(|_| ConnectionError::RequestTooLarge {
+            broker: self.broker.to_string(),
+            api: R::API_KEY,
+            message: format!("the request is {} bytes; a Kafka frame holds at most 2 GiB", frame.len()),
+        })?;
+        if let Some(prefix) = frame.first_chunk_mut::<4>() {
+            *prefix = size.to_be_bytes();
+        }
         let (reply, receiver) = oneshot::channel();
         let pending = PendingRequest {
             frame,
@@ -635,7 +640,7 @@ async fn drive<S>(
                     },
                     Ok(_) => {}
                     Err(source) => break match tls::explain_after_handshake(host_of(&broker), &source) {
-                        Some(message) => ConnectionError::Tls { broker: broker.to_string(), message },
+                        Some(problem) => ConnectionError::Tls { broker: broker.to_string(), problem, source: Some(source) },
                         None => ConnectionError::Io { broker: broker.to_string(), source },
                     },
                 }
@@ -659,17 +664,12 @@ async fn drive<S>(
 /// rejections alike on purpose, but SCRAM tells them apart by when they come: the broker looks
 /// the user up on the client-first message (round 0) and checks the password proof on the
 /// client-final message (round 1).
-fn rejection_cause(mechanism: SaslMechanism, round: usize) -> &'static str {
+fn rejection_cause(mechanism: SaslMechanism, round: usize) -> AuthFailure {
     match (mechanism, round) {
-        (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512, 0) => {
-            "unknown user (or no SCRAM credentials for this mechanism): create them with kafka-configs \
-             --alter --add-config 'SCRAM-SHA-...=[password=...]' --entity-type users, or check `sasl_username`"
-        }
-        (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512, _) => "wrong password: check `sasl_password`",
-        (SaslMechanism::Plain, _) => {
-            "wrong user name or password (PLAIN does not say which): check `sasl_username` and `sasl_password`"
-        }
-        (SaslMechanism::OAuthBearer, _) => "the broker rejected the token: check `sasl_oauth_token`",
+        (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512, 0) => AuthFailure::UnknownUser,
+        (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512, _) => AuthFailure::WrongPassword,
+        (SaslMechanism::Plain, _) => AuthFailure::WrongUserOrPassword,
+        (SaslMechanism::OAuthBearer, _) => AuthFailure::TokenRejected,
     }
 }
 

@@ -6,15 +6,28 @@
 
 use super::codec::{DecodeError, Reader, Writer};
 
-/// A Kafka API key, as an open enum.
+/// A Kafka API key, as an open enum: the constants name the APIs this client speaks, and any
+/// other key still has a value (errors name the API a broker refused, see
+/// [`ClientError`](crate::ClientError)). Displays as the constant's name, or `api key N`.
+///
+/// ```
+/// use sluice_wire::ApiKey;
+///
+/// assert_eq!(ApiKey::FETCH.to_string(), "FETCH");
+/// assert_eq!(ApiKey(99).to_string(), "api key 99");
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ApiKey(pub i16);
 
 macro_rules! api_keys {
     ($( $name:ident = $key:expr, $flexible_from:expr; )*) => {
         impl ApiKey {
-            $( pub const $name: ApiKey = ApiKey($key); )*
+            $(
+                #[doc = concat!("API key ", stringify!($key), ".")]
+                pub const $name: ApiKey = ApiKey($key);
+            )*
 
+            /// The constant's name (`"FETCH"`), or `None` for a key this client does not speak.
             pub fn name(self) -> Option<&'static str> {
                 match self.0 {
                     $( $key => Some(stringify!($name)), )*
@@ -51,6 +64,7 @@ api_keys! {
 }
 
 impl ApiKey {
+    /// Whether `version` of this API uses flexible encoding (KIP-482).
     pub fn is_flexible(self, version: i16) -> bool {
         version >= self.flexible_from()
     }

@@ -303,15 +303,29 @@ impl Reader {
 #[derive(Default, Debug, Clone)]
 pub struct Writer {
     pub buf: Vec<u8>,
+    /// The first length that did not fit its wire field (a string over 32767 bytes, an array
+    /// over i32::MAX), by what it was. Writing goes on (the length is clamped), and the caller
+    /// must check [`Writer::overflow`] before sending: such a frame would be corrupt.
+    overflow: Option<usize>,
 }
 
 impl Writer {
     pub fn new() -> Self {
-        Writer { buf: Vec::new() }
+        Writer { buf: Vec::new(), overflow: None }
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
-        Writer { buf: Vec::with_capacity(capacity) }
+        Writer { buf: Vec::with_capacity(capacity), overflow: None }
+    }
+
+    /// A writer that appends to `buf`.
+    pub fn appending_to(buf: Vec<u8>) -> Self {
+        Writer { buf, overflow: None }
+    }
+
+    /// The first length written that its wire field cannot hold, if any.
+    pub fn overflow(&self) -> Option<usize> {
+        self.overflow
     }
 
     pub fn into_inner(self) -> Vec<u8> {
@@ -385,8 +399,20 @@ impl Writer {
 
     /// Length of a string, bytes or array: `len + 1` as uvarint when flexible, else i16 (strings)
     /// or i32 (bytes, arrays). `None` writes null.
+    ///
+    /// Kafka caps strings at 32767 bytes (compact ones too) and bytes and arrays at i32::MAX; a
+    /// longer length is recorded in [`Writer::overflow`] and written clamped, never truncated
+    /// into a different valid length.
     fn length(&mut self, flexible: bool, wide: bool, length: Option<usize>) {
+        let limit = if wide { i32::MAX as usize } else { i16::MAX as usize };
+        let length = length.map(|n| {
+            if n > limit {
+                self.overflow.get_or_insert(n);
+            }
+            n.min(limit)
+        });
         if flexible {
+            // At most i32::MAX + 1: fits a u32.
             self.uvarint(length.map_or(0, |n| n as u32 + 1));
         } else if wide {
             self.i32(length.map_or(-1, |n| n as i32));
@@ -432,6 +458,19 @@ impl Writer {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn over_long_strings_are_flagged_not_truncated() {
+        let mut w = Writer::new();
+        w.string(false, "short");
+        assert_eq!(w.overflow(), None);
+        let long = "x".repeat(40_000);
+        w.string(false, &long);
+        assert_eq!(w.overflow(), Some(40_000));
+        let mut w = Writer::new();
+        w.string(true, &long);
+        assert_eq!(w.overflow(), Some(40_000), "compact strings have the same limit");
+    }
 
     #[test]
     fn absurd_array_count_is_rejected_before_allocation() {

@@ -47,8 +47,8 @@ impl FrameDecoder {
 
     /// The size of the frame at the front of `buffer`, once its prefix has arrived.
     pub fn peek_size(&self, buffer: &[u8]) -> Result<Option<usize>, FrameError> {
-        let Some(prefix) = buffer.get(..4) else { return Ok(None) };
-        let size = i32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]);
+        let Some(prefix) = buffer.first_chunk::<4>() else { return Ok(None) };
+        let size = i32::from_be_bytes(*prefix);
         if size < 0 {
             return Err(FrameError::NegativeSize(size));
         }

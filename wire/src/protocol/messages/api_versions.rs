@@ -8,7 +8,6 @@
 //! # References
 //! - `ApiVersionsRequest.json`, `ApiVersionsResponse.json` (Kafka 4.1).
 //! - KIP-511 (client software name and version), KIP-482 (flexible versions).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;

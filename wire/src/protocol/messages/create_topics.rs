@@ -7,7 +7,6 @@
 //! # References
 //! - `CreateTopicsRequest.json`, `CreateTopicsResponse.json` (Kafka 4.1).
 //! - KIP-4, KIP-464 (defaults: -1 partitions / replication factor), KIP-525 (v5 results).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, read_nullable_array, skip_tags, write_no_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;

@@ -5,7 +5,6 @@
 //! # References
 //! - `DeleteRecordsRequest.json`, `DeleteRecordsResponse.json` (Kafka 4.1).
 //! - KIP-107.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;

@@ -7,7 +7,6 @@
 //! # References
 //! - `DeleteTopicsRequest.json`, `DeleteTopicsResponse.json` (Kafka 4.1).
 //! - KIP-4, KIP-516 (v6 topic ids).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;

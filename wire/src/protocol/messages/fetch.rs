@@ -14,7 +14,6 @@
 //! - KIP-227 (fetch sessions: SessionId 0 / SessionEpoch -1 is a session-less full fetch),
 //!   KIP-320 (leader epochs), KIP-392 (preferred read replica), KIP-516 (topic ids),
 //!   KIP-595 (diverging epoch), KIP-903, KIP-951 (leader discovery), KIP-1166.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 

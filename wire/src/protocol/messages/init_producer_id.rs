@@ -6,7 +6,6 @@
 //! # References
 //! - `InitProducerIdRequest.json`, `InitProducerIdResponse.json`.
 //! - KIP-98, KIP-360.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;

@@ -8,7 +8,6 @@
 //! - `ListOffsetsRequest.json`, `ListOffsetsResponse.json` (Kafka 4.1).
 //! - KIP-79 (timestamps), KIP-98 (isolation level), KIP-320 (leader epochs), KIP-734 (max
 //!   timestamp).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;

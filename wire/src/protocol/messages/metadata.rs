@@ -7,7 +7,6 @@
 //! # References
 //! - `MetadataRequest.json`, `MetadataResponse.json` (Kafka 4.1).
 //! - KIP-516 (topic ids), KIP-1102 (top-level error code, v13).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, read_i32_array, skip_tags, write_no_tags, Request, Response, TopicId};
 use crate::protocol::api::ApiKey;

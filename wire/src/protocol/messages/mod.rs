@@ -5,7 +5,6 @@
 //! the broker (ApiVersions), writes the header, and decodes the response with the same version.
 //! Response decoders take a [`Reader`] bounded to the response frame and check every count
 //! before allocating.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::api::ApiKey;
 use super::codec::{DecodeError, Reader, Writer};
@@ -155,12 +154,25 @@ pub(crate) fn finish_tagged<T>(
 }
 
 /// Kafka's 16-byte topic id (a UUID). All zeros means "no id".
+///
+/// A topic deleted and created again under the same name gets a new id, so the id tells the
+/// two apart. Displays as Kafka prints ids (URL-safe base64 without padding), so that ids in
+/// errors match the broker's logs and `kafka-topics.sh --describe`.
+///
+/// ```
+/// use sluice_wire::TopicId;
+///
+/// assert_eq!(TopicId::ZERO.to_string(), "AAAAAAAAAAAAAAAAAAAAAA");
+/// assert!(TopicId::default().is_zero());
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub struct TopicId(pub [u8; 16]);
 
 impl TopicId {
+    /// The all-zero id: "no id" (Kafka's `Uuid.ZERO_UUID`).
     pub const ZERO: TopicId = TopicId([0; 16]);
 
+    /// Whether this is [`TopicId::ZERO`].
     pub fn is_zero(&self) -> bool {
         self.0 == [0; 16]
     }

@@ -6,7 +6,6 @@
 //! # References
 //! - `OffsetForLeaderEpochRequest.json`, `OffsetForLeaderEpochResponse.json` (Kafka 4.1).
 //! - KIP-101, KIP-279, KIP-320 (consumer truncation detection).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;

@@ -8,7 +8,6 @@
 //! # References
 //! - `ProduceRequest.json`, `ProduceResponse.json` (Kafka 4.1).
 //! - KIP-98 (transactions), KIP-467 (record errors), KIP-951 (leader discovery), KIP-890.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 

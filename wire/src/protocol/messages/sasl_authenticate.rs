@@ -6,7 +6,6 @@
 //! # References
 //! - `SaslAuthenticateRequest.json`, `SaslAuthenticateResponse.json` (Kafka 4.1).
 //! - KIP-152, KIP-368.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 

@@ -6,7 +6,6 @@
 //! # References
 //! - `SaslHandshakeRequest.json`, `SaslHandshakeResponse.json` (Kafka 4.1).
 //! - KIP-43, KIP-152.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::{check_version, read_string_array, Request, Response};
 use crate::protocol::api::ApiKey;

@@ -14,7 +14,6 @@
 //! # References
 //! - `DefaultRecordBatch.java`, `DefaultRecord.java`, `ByteBufferLogInputStream.java`.
 //! - KIP-98 (v2 batches), KIP-82 (record headers).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use bytes::Bytes;
 
@@ -273,10 +272,14 @@ impl Iterator for RecordBatches {
 }
 
 /// A record header. Keys may repeat; all are kept, in order.
+///
+/// Decoded by the client, never built by callers; more fields may be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Header {
     /// The key as sent. Kafka clients write UTF-8, but the wire does not promise it.
     pub key: Bytes,
+    /// The value; `None` is a null value.
     pub value: Option<Bytes>,
 }
 
@@ -288,15 +291,26 @@ impl Header {
 }
 
 /// One record. Key, value and headers are slices of the fetch response (uncompressed batches)
-/// or of the batch's decompressed records.
+/// or of the batch's decompressed records: holding one keeps that allocation alive, so copy
+/// out what you keep for long.
+///
+/// Decoded by the client, never built by callers; more fields may be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Record {
+    /// The record's offset in its partition.
     pub offset: i64,
+    /// Milliseconds since the epoch: the producer's time (CreateTime), or with LogAppendTime
+    /// the broker's append time (the batch's max timestamp).
     pub timestamp: i64,
+    /// Which of the two [`Record::timestamp`] is.
     pub timestamp_type: TimestampType,
     /// `None` is a null key; `Some` of an empty slice is an empty one.
     pub key: Option<Bytes>,
+    /// `None` is a null value (a tombstone on a compacted topic); `Some` of an empty slice is
+    /// an empty one.
     pub value: Option<Bytes>,
+    /// The headers in the order they were written.
     pub headers: Vec<Header>,
 }
 

@@ -6,7 +6,6 @@
 //!
 //! # References
 //! - `MemoryRecordsBuilder.java`, `DefaultRecordBatch.writeHeader`, `DefaultRecord.writeTo`.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use super::batch::{TimestampType, BATCH_HEADER_LEN, CRC_START, LOG_OVERHEAD};
 use super::compression::{compress, Compression};
@@ -204,7 +203,7 @@ impl RecordBatchBuilder {
         if self.control {
             attributes |= 0x20;
         }
-        let mut w = Writer { buf: std::mem::take(out) };
+        let mut w = Writer::appending_to(std::mem::take(out));
         w.i64(self.base_offset);
         w.i32(0); // length, patched below
         w.i32(self.partition_leader_epoch);

@@ -13,7 +13,6 @@
 //! - `CompressionType.java`, `KafkaLZ4BlockOutputStream.java` (independent blocks only),
 //!   xerial snappy-java `SnappyOutputStream` (magic, two version ints, length-prefixed blocks).
 //! - KIP-110 (zstd).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use std::io::{BufRead, Cursor, Read, Write};
 
@@ -24,14 +23,26 @@ use crate::protocol::codec::Reader;
 
 /// The codec of a batch, attribute bits 0-2. Open: a codec this client does not know decodes
 /// as `Unknown` and is reported, rather than failing the whole header.
+///
+/// Every named codec is both decoded and encoded, in pure Rust. Kafka may add codecs, so more
+/// variants may be added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Compression {
+    /// No compression (id 0).
     #[default]
     None,
+    /// gzip (id 1), through flate2 on miniz_oxide.
     Gzip,
+    /// snappy (id 2): the xerial framing the Java client writes, or raw blocks.
     Snappy,
+    /// lz4 frames (id 3), through lz4_flex.
     Lz4,
+    /// zstd (id 4), through zrip (level 3 when producing).
     Zstd,
+    /// A codec id this client does not know (5-7). Batches with it fail to decode with
+    /// [`RecordErrorKind::UnknownCompression`](super::RecordErrorKind::UnknownCompression), and
+    /// produce refuses it.
     Unknown(u8),
 }
 
@@ -41,6 +52,8 @@ impl Compression {
         Compression::from_id((attributes & 0x07) as u8)
     }
 
+    /// The codec with this id (Kafka's `compression.type` ids: 0 none, 1 gzip, 2 snappy, 3 lz4,
+    /// 4 zstd); anything else is [`Compression::Unknown`].
     pub fn from_id(id: u8) -> Self {
         match id {
             0 => Compression::None,

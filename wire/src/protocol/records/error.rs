@@ -4,7 +4,9 @@ use super::compression::Compression;
 use crate::protocol::codec::DecodeError;
 
 /// Something wrong with a record batch, with the base offset of the batch when it is known
-/// (the connection layer adds topic and partition).
+/// (the client adds topic and partition: see [`ClientError`](crate::ClientError)).
+///
+/// Opaque: ask [`RecordError::kind`] what is wrong, or use the `is_*` checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordError {
     base_offset: Option<i64>,
@@ -18,7 +20,12 @@ pub enum RecordErrorKind {
     /// The bounded reader refused the bytes (truncated field, bad length, count too large).
     Decode(DecodeError),
     /// The batch's CRC-32C does not match its bytes: corruption on disk or on the wire.
-    CrcMismatch { expected: u32, computed: u32 },
+    CrcMismatch {
+        /// The CRC the batch header carries.
+        expected: u32,
+        /// The CRC of the bytes received.
+        computed: u32,
+    },
     /// Only magic 2 (record batch v2) is supported; Kafka 4 writes nothing else.
     UnsupportedMagic(i8),
     /// The batch length is below the 49 bytes a v2 header needs after the length field.
@@ -26,13 +33,31 @@ pub enum RecordErrorKind {
     /// Attribute bits 0-2 hold a codec this client does not know.
     UnknownCompression(u8),
     /// Decompressing would exceed [`super::DecodeLimits::max_decompressed_batch_bytes`].
-    DecompressedTooLarge { limit: usize },
+    DecompressedTooLarge {
+        /// The limit that was passed, in bytes.
+        limit: usize,
+    },
     /// The codec rejected the compressed bytes.
-    Decompression { codec: Compression, message: String },
+    Decompression {
+        /// The batch's codec.
+        codec: Compression,
+        /// The codec's error.
+        message: String,
+    },
     /// Compression failed while building a batch.
-    Compression { codec: Compression, message: String },
+    Compression {
+        /// The codec asked for.
+        codec: Compression,
+        /// The codec's error.
+        message: String,
+    },
     /// The records count is negative, or larger than the record bytes could hold.
-    ImplausibleRecordCount { count: i32, bytes: usize },
+    ImplausibleRecordCount {
+        /// The count the batch header declares.
+        count: i32,
+        /// The bytes of records the batch holds.
+        bytes: usize,
+    },
     /// The last offset delta is negative.
     NegativeLastOffsetDelta(i32),
     /// An offset (base offset plus a delta) does not fit in an i64.
@@ -48,6 +73,7 @@ pub enum RecordErrorKind {
 }
 
 impl RecordError {
+    /// An error of this kind, in the batch at `base_offset` when known.
     pub fn new(base_offset: Option<i64>, kind: RecordErrorKind) -> Self {
         RecordError { base_offset, kind }
     }
@@ -67,6 +93,7 @@ impl RecordError {
         self.base_offset
     }
 
+    /// What is wrong.
     pub fn kind(&self) -> &RecordErrorKind {
         &self.kind
     }

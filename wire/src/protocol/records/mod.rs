@@ -60,6 +60,8 @@ impl IsolationLevel {
 /// `first_offset` on belong to a transaction that was aborted (until its ABORT marker).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AbortedTransaction {
+    /// The producer whose transaction was aborted.
     pub producer_id: i64,
+    /// The offset of the transaction's first record.
     pub first_offset: i64,
 }

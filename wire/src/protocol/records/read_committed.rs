@@ -16,7 +16,6 @@
 //! # References
 //! - KIP-98 (transactions), `CompletedFetch.java`, `ControlRecordType.java`,
 //!   `EndTransactionMarker.java`.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};

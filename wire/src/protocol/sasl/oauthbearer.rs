@@ -16,7 +16,6 @@
 //! # References
 //! - RFC 7628 (OAUTHBEARER), RFC 6750 section 2.1 (`b64token`).
 //! - KIP-255; Kafka `OAuthBearerSaslClient`, `OAuthBearerClientInitialResponse`.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
 use std::iter::Peekable;
 use std::str::Chars;
