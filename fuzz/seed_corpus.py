@@ -14,6 +14,11 @@ RESPONSES = {
     "delete_topics": (1, "delete_topics"), "delete_records": (0, "delete_records"),
     "create_partitions": (0, "create_partitions"), "sasl_handshake": (0, None), "sasl_authenticate": (0, None),
     "offset_for_leader_epoch": (2, None), "init_producer_id": (0, None),
+    # The group APIs' seeds named broker-* were captured from the real broker by
+    # wire/tests/golden_group_frames.rs (SLUICE_CAPTURE_SEEDS=fuzz/corpus).
+    "find_coordinator": (0, None), "join_group": (0, None), "sync_group": (0, None), "heartbeat": (0, None),
+    "leave_group": (0, None), "offset_commit": (2, None), "offset_fetch": (1, None),
+    "consumer_group_heartbeat": (0, None),
 }
 
 def put(target, name, data):
@@ -50,6 +55,16 @@ put("offset_for_leader_epoch", "v2", bytes([0]) + struct.pack(">ii", 0, 1) + s16
     + struct.pack(">hiiq", 0, 0, 5, 42))
 put("offset_for_leader_epoch", "v4-flexible", bytes([2]) + struct.pack(">i", 0) + b"\x02" + b"\x02t" + b"\x02"
     + struct.pack(">hiiq", 0, 0, 5, 42) + b"\x00" + b"\x00" + b"\x00")
+
+# consumer_protocol: [even: subscription, odd: assignment] + the embedded bytes (broker-* seeds:
+# captured with the group APIs above).
+put("consumer_protocol", "empty", b"")
+put("consumer_protocol", "assignment-no-bytes", bytes([1]))
+put("consumer_protocol", "subscription-v0", bytes([0]) + struct.pack(">hi", 0, 1) + s16(b"t") + struct.pack(">i", -1))
+put("consumer_protocol", "assignment-v0", bytes([1]) + struct.pack(">hi", 0, 1) + s16(b"t") + struct.pack(">iii", 2, 0, 1)
+    + struct.pack(">i", 0))
+put("consumer_protocol", "subscription-v9-newer", bytes([0]) + struct.pack(">hi", 9, 0) + struct.pack(">i", -1)
+    + struct.pack(">iih", 0, 5, -1) + b"future field")
 
 # frame: [chunk selector] + frames.
 frames = b"".join(struct.pack(">i", len(golden(n))) + golden(n) for n in goldens[:4])

@@ -63,8 +63,7 @@ async fn round_trip(name: &str, address: String, tls: Option<Arc<rustls::ClientC
 #[tokio::test]
 async fn every_listener_and_mechanism_produces_and_reads() {
     let Some(broker) = SecureBroker::find() else { return };
-    let server_tls = client_config(&TlsSettings::new(Some(broker.pem("ca.pem"))))
-        .expect("server TLS settings");
+    let server_tls = client_config(&TlsSettings::new(Some(broker.pem("ca.pem")))).expect("server TLS settings");
     let mutual_tls = client_config(
         &TlsSettings::new(Some(broker.pem("ca.pem")))
             .with_client_certificate(broker.pem("client.pem"), broker.pem("client.key")),

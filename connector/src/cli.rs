@@ -142,9 +142,8 @@ fn usage_error(subcommand: &str, kind: ErrorKind, message: &str) -> clap::Error 
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, arg_required_else_help = true, disable_help_subcommand = false)]
 struct Cli {
-    /// How log lines on stderr look: `text` for a terminal, `json` (one object per line) for log
-    /// shippers. Which lines: SLUICE_LOG (else RUST_LOG), e.g. `info` or `sluice=debug,warn`;
-    /// the default is `sluice=info,sluice_wire=info,warn`.
+    /// Log lines on stderr: `text`, or `json` (one object per line). SLUICE_LOG (else RUST_LOG)
+    /// picks them, e.g. `sluice=debug,warn`; default `sluice=info,sluice_wire=info,warn`.
     #[arg(long, global = true, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 

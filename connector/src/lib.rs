@@ -3,7 +3,7 @@
 //! next-offset checkpoints, and output goes to an embedded destination exactly once.
 //!
 //! * [`read`]: the read loop (bounded and continuous), on the `sluice-wire` client.
-//! * [`cli`]: the `sluice` command line's parsing and output.
+//! * [`cli`]: the `sluice` command line's parsing (clap), error report and output.
 //!
 //! * [`config`]: the JSON configuration file, validated, with secrets redacted.
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.

@@ -16,6 +16,10 @@ use sluice_wire::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPa
 use sluice_wire::connection::tls::{client_config, TlsField, TlsSettings};
 use sluice_wire::protocol::frame::{encode_frame, FrameDecoder};
 use sluice_wire::protocol::messages::api_versions::ApiVersionsResponse;
+use sluice_wire::protocol::messages::consumer_group_heartbeat::ConsumerGroupHeartbeatResponse;
+use sluice_wire::protocol::messages::consumer_protocol::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription, ASSIGNMENT_MAX_VERSION, SUBSCRIPTION_MAX_VERSION,
+};
 use sluice_wire::protocol::messages::create_partitions::CreatePartitionsResponse;
 use sluice_wire::protocol::messages::create_topics::CreateTopicsResponse;
 use sluice_wire::protocol::messages::delete_records::DeleteRecordsResponse;
@@ -23,13 +27,20 @@ use sluice_wire::protocol::messages::delete_topics::DeleteTopicsResponse;
 use sluice_wire::protocol::messages::fetch::{
     FetchAbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
 };
+use sluice_wire::protocol::messages::find_coordinator::FindCoordinatorResponse;
+use sluice_wire::protocol::messages::heartbeat::HeartbeatResponse;
 use sluice_wire::protocol::messages::init_producer_id::InitProducerIdResponse;
+use sluice_wire::protocol::messages::join_group::JoinGroupResponse;
+use sluice_wire::protocol::messages::leave_group::LeaveGroupResponse;
 use sluice_wire::protocol::messages::list_offsets::ListOffsetsResponse;
 use sluice_wire::protocol::messages::metadata::MetadataResponse;
+use sluice_wire::protocol::messages::offset_commit::OffsetCommitResponse;
+use sluice_wire::protocol::messages::offset_fetch::OffsetFetchResponse;
 use sluice_wire::protocol::messages::offset_for_leader_epoch::OffsetForLeaderEpochResponse;
 use sluice_wire::protocol::messages::produce::ProduceResponse;
 use sluice_wire::protocol::messages::sasl_authenticate::SaslAuthenticateResponse;
 use sluice_wire::protocol::messages::sasl_handshake::SaslHandshakeResponse;
+use sluice_wire::protocol::messages::sync_group::SyncGroupResponse;
 use sluice_wire::protocol::messages::{Response, TopicId};
 use sluice_wire::protocol::records::{
     codec_panics_caught, decode_partition, AbortedTransaction, Compression, DecodeLimits, Decompressor, IsolationLevel, Record, RecordBatch,
@@ -60,6 +71,15 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         "sasl_authenticate" => response::<SaslAuthenticateResponse>(0, 2, data),
         "offset_for_leader_epoch" => response::<OffsetForLeaderEpochResponse>(2, 4, data),
         "init_producer_id" => response::<InitProducerIdResponse>(0, 5, data),
+        "find_coordinator" => response::<FindCoordinatorResponse>(0, 6, data),
+        "join_group" => response::<JoinGroupResponse>(0, 9, data),
+        "sync_group" => response::<SyncGroupResponse>(0, 5, data),
+        "heartbeat" => response::<HeartbeatResponse>(0, 4, data),
+        "leave_group" => response::<LeaveGroupResponse>(0, 5, data),
+        "offset_commit" => response::<OffsetCommitResponse>(2, 9, data),
+        "offset_fetch" => response::<OffsetFetchResponse>(1, 9, data),
+        "consumer_group_heartbeat" => response::<ConsumerGroupHeartbeatResponse>(0, 1, data),
+        "consumer_protocol" => consumer_protocol(data),
         "record_batch" => record_batch(data),
         "read_committed" => read_committed(data),
         "fetch_state" => fetch_state(data),
@@ -110,6 +130,26 @@ pub fn response<R: Response>(min: i16, max: i16, data: &[u8]) {
     let mut reader = Reader::new(Bytes::copy_from_slice(body));
     if R::decode(version, &mut reader).is_ok() {
         assert!(reader.is_empty(), "a successful decode consumes the whole body");
+    }
+}
+
+/// The consumer protocol's embedded formats (JoinGroup protocol metadata, SyncGroup
+/// assignments): the first byte picks the subscription (even) or the assignment (odd), the rest
+/// is the bytes. Whatever decodes at a known version must encode back to exactly those bytes.
+pub fn consumer_protocol(data: &[u8]) {
+    let Some((&selector, body)) = data.split_first() else { return };
+    let bytes = Bytes::copy_from_slice(body);
+    if selector % 2 == 0 {
+        if let Ok((version, subscription)) = ConsumerProtocolSubscription::decode(bytes) {
+            if version <= SUBSCRIPTION_MAX_VERSION {
+                assert_eq!(subscription.encode(version), body, "a subscription encodes back to its bytes");
+            }
+        }
+    } else if let Ok((version, assignment)) = ConsumerProtocolAssignment::decode(bytes) {
+        // No bytes at all is an empty assignment, which encodes with its version prefix.
+        if !body.is_empty() && version <= ASSIGNMENT_MAX_VERSION {
+            assert_eq!(assignment.encode(version), body, "an assignment encodes back to its bytes");
+        }
     }
 }
 

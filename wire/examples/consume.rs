@@ -21,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let client = Client::connect(ClientConfig::new([bootstrap])).await?;
-    let metadata = client.refresh_metadata(Some(&[topic.clone()])).await?;
+    let metadata = client.refresh_metadata(Some(std::slice::from_ref(&topic))).await?;
     let info = match metadata.topic(&topic) {
         Some(info) if info.error_code.is_ok() => info,
         Some(info) => return Err(format!("topic {topic}: {}", info.error_code).into()),

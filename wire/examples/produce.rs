@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("connected to {bootstrap}");
 
     // Ask for this topic's metadata: a missing topic comes back with UNKNOWN_TOPIC_OR_PARTITION.
-    let metadata = client.refresh_metadata(Some(&[topic.clone()])).await?;
+    let metadata = client.refresh_metadata(Some(std::slice::from_ref(&topic))).await?;
     let partitions = match metadata.topic(&topic) {
         Some(info) if info.error_code.is_ok() => info.partitions.len() as i32,
         Some(info) if info.error_code != ErrorCode::UNKNOWN_TOPIC_OR_PARTITION => {

@@ -167,5 +167,5 @@ pub use protocol::records::{
     DecodeLimits, Header, IsolationLevel, Record, RecordError, RecordErrorKind, TimestampType,
 };
 pub use protocol::sasl::{SaslCredentials, SaslError, SaslMechanism, SecretString, TokenProvider};
-pub use protocol::{ApiKey, ErrorAction, ErrorCode};
+pub use protocol::{ApiKey, DecodeError, ErrorAction, ErrorCode};
 pub use retry::RetryPolicy;

@@ -103,7 +103,8 @@ impl Retry {
 
     /// After a failure of `what`: logs it with the next attempt's time and sleeps, or returns
     /// `false` (without sleeping) when the budget is spent.
-    pub(crate) async fn pause(&mut self, what: &str, error: &(dyn std::fmt::Display + Sync)) -> bool {
+    pub(crate) async fn pause(&mut self, what: &str, error: &(dyn std::error::Error + Sync)) -> bool {
+        let error = chain(error);
         match self.next_delay(Instant::now()) {
             Some(delay) => {
                 tracing::warn!(
@@ -128,6 +129,21 @@ impl Retry {
             }
         }
     }
+}
+
+/// An error and its causes on one line, for a log event.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

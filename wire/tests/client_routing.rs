@@ -199,7 +199,7 @@ async fn dropped_poll_futures_lose_and_repeat_nothing() {
         answered += 1;
         let pause = Duration::from_millis(4 + (answered * 7) % 21);
         fetch_reply(request, |partition, offset| {
-            let records = (offset < LOG_END).then(|| batch(offset, (LOG_END - offset).min(7))).unwrap_or_default();
+            let records = if offset < LOG_END { batch(offset, (LOG_END - offset).min(7)) } else { Vec::new() };
             fetch_partition(partition, ErrorCode::NONE, LOG_END, Some(records))
         })
         .after(pause)

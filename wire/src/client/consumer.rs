@@ -40,7 +40,7 @@ type Completed = (i32, Result<FetchResponse, ClientError>);
 /// Fetches assigned partitions from their leaders.
 ///
 /// Positions are the consumer's own: it reads from the offsets it is given and commits nothing
-/// to Kafka. Read_committed by default ([`FetchConfig::isolation`]).
+/// to Kafka. Read_committed by default (`FetchConfig::isolation`).
 pub struct Consumer {
     client: Client,
     state: FetchState,
@@ -141,7 +141,9 @@ impl Consumer {
     /// for other partitions; that partition keeps its position, so it fails again until it is
     /// reassigned or unassigned. Never skips a record.
     ///
-    /// Cancel-safe: see the [module documentation](self).
+    /// Cancel-safe: dropping the future loses no record and leaves no partition stuck (connect
+    /// and send run in spawned tasks; what was decoded is kept in the consumer and returned by
+    /// the next call). See the crate documentation's [cancel safety](crate#cancel-safety) section.
     pub async fn poll(&mut self) -> Result<Vec<PartitionBatch>, ClientError> {
         loop {
             if !self.ready.is_empty() {
@@ -173,6 +175,14 @@ impl Consumer {
             match result {
                 Ok(response) => {
                     self.retry = None;
+                    if response.throttle_time_ms > 0 {
+                        tracing::info!(
+                            node_id = leader,
+                            throttle_ms = response.throttle_time_ms,
+                            "broker {leader} throttled fetches for {} ms (a quota)",
+                            response.throttle_time_ms
+                        );
+                    }
                     let outcome = self.state.handle_response(&planned, response);
                     self.ready.extend(outcome.batches);
                     if let Some(error) = outcome.error {
@@ -187,6 +197,14 @@ impl Consumer {
                     if let Err(error) = self.dispatch() {
                         self.deferred.get_or_insert(error);
                     }
+                    // Every response returns to the caller, an empty one too (the broker's max
+                    // wait passed): callers cut epochs and check the time between polls.
+                    if self.ready.is_empty() {
+                        if let Some(error) = self.deferred.take() {
+                            return Err(error);
+                        }
+                    }
+                    return Ok(std::mem::take(&mut self.ready));
                 }
                 Err(error) if error.is_retriable() => {
                     self.state.handle_failure(&planned);

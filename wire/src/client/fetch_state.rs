@@ -119,11 +119,13 @@ pub struct PartitionBatch {
 /// A fetch planned for one leader.
 #[derive(Debug, Clone)]
 pub struct PlannedFetch {
+    /// The broker the fetch goes to.
     pub leader: i32,
     /// The leader's `host:port` in the metadata the plan was made from (the address the
     /// consumer connects to), so that an error about the bytes it sends can name it. `None` when
     /// the metadata lists no such broker.
     pub leader_address: Option<String>,
+    /// The request to send.
     pub request: FetchRequest,
     /// Fetch offset of each partition in the request.
     pub offsets: BTreeMap<TopicPartition, i64>,
@@ -138,11 +140,12 @@ pub struct PlannedFetch {
 /// What a response meant.
 #[derive(Debug, Default)]
 pub struct FetchOutcome {
+    /// The records of every partition that advanced.
     pub batches: Vec<PartitionBatch>,
     /// Leadership or topic state changed: refresh metadata before the next plan.
     pub refresh_metadata: bool,
-    /// An error for the caller. Positions of other partitions in the same response have still
-    /// been advanced and their batches are returned.
+    /// An error for the caller. The partition it concerns was not advanced; the positions of
+    /// other partitions in the same response were, and their batches are in `batches`.
     pub error: Option<ClientError>,
 }
 
@@ -177,6 +180,7 @@ pub struct FetchState {
 }
 
 impl FetchState {
+    /// No partition assigned yet.
     pub fn new(limits: FetchLimits) -> Self {
         FetchState {
             limits,
@@ -188,6 +192,7 @@ impl FetchState {
         }
     }
 
+    /// The limits every fetch is planned with.
     pub fn limits(&self) -> &FetchLimits {
         &self.limits
     }
@@ -214,18 +219,22 @@ impl FetchState {
         );
     }
 
+    /// Stops fetching a partition; a response in flight for it is ignored.
     pub fn unassign(&mut self, topic_partition: &TopicPartition) {
         self.partitions.remove(topic_partition);
     }
 
+    /// The next offset to fetch for a partition.
     pub fn position(&self, topic_partition: &TopicPartition) -> Option<i64> {
         self.partitions.get(topic_partition).map(|state| state.position)
     }
 
+    /// Every assigned partition with its position.
     pub fn assigned(&self) -> impl Iterator<Item = (&TopicPartition, i64)> {
         self.partitions.iter().map(|(tp, state)| (tp, state.position))
     }
 
+    /// No partition is assigned.
     pub fn is_empty(&self) -> bool {
         self.partitions.is_empty()
     }
@@ -546,7 +555,8 @@ fn decode_jobs(
                 }
             }
         }
-        let (theirs, mine): (Vec<_>, Vec<_>) = jobs.iter_mut().enumerate().zip(on_helper).partition(|(_, there)| *there);
+        let (theirs, mine): (Vec<_>, Vec<_>) =
+            jobs.iter_mut().enumerate().zip(on_helper).partition(|(_, there)| *there);
         let mine: Vec<(usize, &mut DecodeJob)> = mine.into_iter().map(|(job, _)| job).collect();
         let theirs: Vec<(usize, &mut DecodeJob)> = theirs.into_iter().map(|(job, _)| job).collect();
         let decode_all = |part: Vec<(usize, &mut DecodeJob)>,

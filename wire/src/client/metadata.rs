@@ -139,7 +139,7 @@ pub struct ClusterMetadata {
 impl ClusterMetadata {
     /// Indexes one Metadata response. Topics without a name (a response to a request by topic
     /// id) are left out. The response type is part of the `unstable` protocol layer.
-    pub fn from_response(response: MetadataResponse) -> Self {
+    pub(crate) fn from_response(response: MetadataResponse) -> Self {
         let brokers = response
             .brokers
             .into_iter()
@@ -202,7 +202,7 @@ impl ClusterMetadata {
     }
 
     /// Merges a partial answer (some topics) into this view.
-    pub fn merge(&mut self, newer: ClusterMetadata) {
+    pub(crate) fn merge(&mut self, newer: ClusterMetadata) {
         self.cluster_id = newer.cluster_id.or(self.cluster_id.take());
         self.controller_id = newer.controller_id;
         if !newer.brokers.is_empty() {

@@ -252,18 +252,23 @@ impl Client {
         }
     }
 
-    /// A live connection to any broker, else one opened to a bootstrap address.
+    /// The bootstrap connection when it is up; while another caller is reconnecting it, a live
+    /// connection to any broker (so that nobody waits on a slow or black-holed address when a
+    /// working connection exists); else a new bootstrap connection.
+    ///
+    /// The bootstrap connection is preferred because broker connections carry fetches: a broker
+    /// answers one request per connection at a time, so a metadata request there would wait
+    /// behind a fetch's long poll.
     async fn any_connection(&self) -> Result<Connection, ClientError> {
-        let slots: Vec<Arc<BrokerSlot>> = self.lock_connections().values().cloned().collect();
-        for slot in slots {
-            // A slot that is connecting is busy: do not wait for it.
-            if let Ok(guard) = slot.connection.try_lock() {
-                if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
-                    return Ok(connection.clone());
+        let mut guard = match self.inner.bootstrap.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                if let Some(connection) = self.live_broker_connection() {
+                    return Ok(connection);
                 }
+                self.inner.bootstrap.lock().await
             }
-        }
-        let mut guard = self.inner.bootstrap.lock().await;
+        };
         if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
             return Ok(connection.clone());
         }
@@ -287,12 +292,21 @@ impl Client {
                 // on another address or attempt: report it now.
                 Err(error) if !error.is_transient() => return Err(error.into()),
                 Err(error) => {
-                    tracing::warn!(broker = %address, "cannot connect to bootstrap broker {address}: {error}");
+                    tracing::debug!(broker = %address, "cannot connect to bootstrap broker {address}: {error}");
                     last = Some(error);
                 }
             }
         }
         Err(ClientError::NoBootstrap { addresses: self.inner.config.bootstrap.clone(), last })
+    }
+
+    /// A live broker connection, if any (without waiting on a slot that is connecting).
+    fn live_broker_connection(&self) -> Option<Connection> {
+        let slots: Vec<Arc<BrokerSlot>> = self.lock_connections().values().cloned().collect();
+        slots.iter().find_map(|slot| {
+            let guard = slot.connection.try_lock().ok()?;
+            guard.as_ref().filter(|connection| !connection.is_closed()).cloned()
+        })
     }
 
     fn lock_connections(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Arc<BrokerSlot>>> {
@@ -315,7 +329,11 @@ impl Client {
                 })
             }
         };
-        tracing::debug!(broker = %address, node_id, "connecting");
+        if guard.is_some() {
+            tracing::info!(broker = %address, node_id, "reconnecting to broker {node_id} ({address})");
+        } else {
+            tracing::debug!(broker = %address, node_id, "connecting to broker {node_id} ({address})");
+        }
         let connection = Connection::connect(&address, self.inner.config.connection.clone()).await?;
         *guard = Some(connection.clone());
         Ok(connection)

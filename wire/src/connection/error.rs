@@ -41,9 +41,7 @@ impl std::fmt::Display for AuthFailure {
                  --alter --add-config 'SCRAM-SHA-...=[password=...]' --entity-type users, or check the user name",
             ),
             AuthFailure::WrongPassword => f.write_str("wrong password"),
-            AuthFailure::WrongUserOrPassword => {
-                f.write_str("wrong user name or password (PLAIN does not say which)")
-            }
+            AuthFailure::WrongUserOrPassword => f.write_str("wrong user name or password (PLAIN does not say which)"),
             AuthFailure::TokenRejected => f.write_str("the broker rejected the token"),
             AuthFailure::MechanismNotEnabled { offered } => write!(
                 f,

@@ -264,7 +264,9 @@ impl Connection {
                     after: config.connect_timeout,
                 })
             }
-            Ok(Err((problem, source))) => return Err(ConnectionError::Tls { broker: broker.to_string(), problem, source }),
+            Ok(Err((problem, source))) => {
+                return Err(ConnectionError::Tls { broker: broker.to_string(), problem, source })
+            }
             Ok(Ok(stream)) => stream,
         };
         Connection::handshake(broker, stream, config).await
@@ -650,6 +652,7 @@ async fn drive<S>(
         }
     };
     closed.store(true, Ordering::Release);
+    tracing::debug!(broker = %broker, in_flight = in_flight.len(), "connection to broker {broker} closed: {error}");
     receiver.close();
     for request in in_flight.drain(..) {
         let _ = request.reply.send(Err(error.duplicate()));

@@ -157,7 +157,9 @@ impl TlsProblem {
 impl std::fmt::Display for TlsProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TlsProblem::CertificateExpired => f.write_str("the broker's certificate has expired; renew it on the broker"),
+            TlsProblem::CertificateExpired => {
+                f.write_str("the broker's certificate has expired; renew it on the broker")
+            }
             TlsProblem::CertificateNotValidYet => f.write_str(
                 "the broker's certificate is not valid yet; check the clocks of the broker and this machine",
             ),
@@ -184,7 +186,9 @@ impl std::fmt::Display for TlsProblem {
                 "the broker refused the TLS handshake ({alert}); if it requires a client certificate, give one \
                  with its key, and check that the broker trusts their CA"
             ),
-            TlsProblem::InvalidHostName { host } => write!(f, "{host:?} is not a valid host name or IP address for TLS"),
+            TlsProblem::InvalidHostName { host } => {
+                write!(f, "{host:?} is not a valid host name or IP address for TLS")
+            }
             TlsProblem::Other => f.write_str("the TLS handshake failed"),
         }
     }
@@ -203,7 +207,10 @@ fn provider() -> Result<Arc<rustls::crypto::CryptoProvider>, TlsError> {
     }
     #[cfg(not(any(feature = "ring", feature = "graviola")))]
     {
-        Err(error(TlsField::Provider, "this build has no TLS crypto provider; build with the `ring` or `graviola` feature"))
+        Err(error(
+            TlsField::Provider,
+            "this build has no TLS crypto provider; build with the `ring` or `graviola` feature",
+        ))
     }
 }
 
@@ -305,10 +312,9 @@ pub fn client_config(settings: &TlsSettings) -> Result<Arc<ClientConfig>, TlsErr
                 )
             })?;
             builder.with_client_auth_cert(chain, key).map_err(|e| match e {
-                rustls::Error::InconsistentKeys(_) => error(
-                    TlsField::KeyPem,
-                    "does not match the client certificate; paste the key that belongs to it",
-                ),
+                rustls::Error::InconsistentKeys(_) => {
+                    error(TlsField::KeyPem, "does not match the client certificate; paste the key that belongs to it")
+                }
                 other => error(TlsField::KeyPem, format!("cannot be used with the client certificate: {other}")),
             })?
         }

@@ -52,6 +52,13 @@ api_keys! {
     FETCH = 1, 12;
     LIST_OFFSETS = 2, 6;
     METADATA = 3, 9;
+    OFFSET_COMMIT = 8, 8;
+    OFFSET_FETCH = 9, 6;
+    FIND_COORDINATOR = 10, 3;
+    JOIN_GROUP = 11, 6;
+    HEARTBEAT = 12, 4;
+    LEAVE_GROUP = 13, 4;
+    SYNC_GROUP = 14, 4;
     SASL_HANDSHAKE = 17, i16::MAX;
     API_VERSIONS = 18, 3;
     CREATE_TOPICS = 19, 5;
@@ -61,6 +68,7 @@ api_keys! {
     OFFSET_FOR_LEADER_EPOCH = 23, 4;
     SASL_AUTHENTICATE = 36, 2;
     CREATE_PARTITIONS = 37, 2;
+    CONSUMER_GROUP_HEARTBEAT = 68, 0;
 }
 
 impl ApiKey {

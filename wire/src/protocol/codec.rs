@@ -16,6 +16,8 @@ use bytes::Bytes;
 /// What went wrong while decoding bytes from the network. Small and `Copy`; the connection layer
 /// adds the broker and the API it was reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(missing_docs)] // fields: `what` was being read, the bytes `needed`/`remaining`, the bad `length`/`count`
 pub enum DecodeError {
     /// The input ended while reading `what`.
     UnexpectedEnd { what: &'static str, needed: usize, remaining: usize },

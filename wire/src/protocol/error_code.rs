@@ -64,6 +64,7 @@ error_codes! {
     BROKER_NOT_AVAILABLE = 8, RefreshMetadata;
     REPLICA_NOT_AVAILABLE = 9, RefreshMetadata;
     MESSAGE_TOO_LARGE = 10, Raise;
+    OFFSET_METADATA_TOO_LARGE = 12, Raise;
     NETWORK_EXCEPTION = 13, Retry;
     COORDINATOR_LOAD_IN_PROGRESS = 14, Retry;
     COORDINATOR_NOT_AVAILABLE = 15, RefreshMetadata;
@@ -73,6 +74,15 @@ error_codes! {
     NOT_ENOUGH_REPLICAS = 19, Retry;
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20, Retry;
     INVALID_REQUIRED_ACKS = 21, Raise;
+    // Group codes marked Raise: what to do (rejoin, rejoin with a new member id, drop the
+    // assignment, give up) is the group client's decision, not a plain retry.
+    ILLEGAL_GENERATION = 22, Raise;
+    INCONSISTENT_GROUP_PROTOCOL = 23, Raise;
+    INVALID_GROUP_ID = 24, Raise;
+    UNKNOWN_MEMBER_ID = 25, Raise;
+    INVALID_SESSION_TIMEOUT = 26, Raise;
+    REBALANCE_IN_PROGRESS = 27, Raise;
+    INVALID_COMMIT_OFFSET_SIZE = 28, Raise;
     TOPIC_AUTHORIZATION_FAILED = 29, Raise;
     GROUP_AUTHORIZATION_FAILED = 30, Raise;
     CLUSTER_AUTHORIZATION_FAILED = 31, Raise;
@@ -97,6 +107,8 @@ error_codes! {
     KAFKA_STORAGE_ERROR = 56, RefreshMetadata;
     UNKNOWN_PRODUCER_ID = 59, Raise;
     REASSIGNMENT_IN_PROGRESS = 60, Retry;
+    // The group client's decision (an offset fetch or describe of a group that does not exist).
+    GROUP_ID_NOT_FOUND = 69, Raise;
     FETCH_SESSION_ID_NOT_FOUND = 70, Retry;
     INVALID_FETCH_SESSION_EPOCH = 71, Retry;
     LISTENER_NOT_FOUND = 72, RefreshMetadata;
@@ -106,11 +118,26 @@ error_codes! {
     UNSUPPORTED_COMPRESSION_TYPE = 76, Raise;
     STALE_BROKER_EPOCH = 77, Retry;
     OFFSET_NOT_AVAILABLE = 78, RefreshMetadata;
+    // The group client's decision: join again with the member id in the response.
+    MEMBER_ID_REQUIRED = 79, Raise;
     PREFERRED_LEADER_NOT_AVAILABLE = 80, Retry;
+    // Group codes: the group client's decision (see ILLEGAL_GENERATION).
+    GROUP_MAX_SIZE_REACHED = 81, Raise;
+    FENCED_INSTANCE_ID = 82, Raise;
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83, Retry;
+    // Pending transactional offset commits (OffsetFetch with require_stable): retry later.
+    UNSTABLE_OFFSET_COMMIT = 88, Retry;
     THROTTLING_QUOTA_EXCEEDED = 89, Retry;
     UNKNOWN_TOPIC_ID = 100, RefreshMetadata;
     INCONSISTENT_TOPIC_ID = 103, RefreshMetadata;
+    // KIP-848 group codes: the group client's decision (FENCED_MEMBER_EPOCH: drop every
+    // partition and rejoin at epoch 0; STALE_MEMBER_EPOCH: retry the commit after the next
+    // heartbeat; the others are configuration errors).
+    FENCED_MEMBER_EPOCH = 110, Raise;
+    UNRELEASED_INSTANCE_ID = 111, Raise;
+    UNSUPPORTED_ASSIGNOR = 112, Raise;
+    STALE_MEMBER_EPOCH = 113, Raise;
+    INVALID_REGULAR_EXPRESSION = 128, Raise;
 }
 
 impl ErrorCode {

@@ -10,18 +10,27 @@ use super::api::ApiKey;
 use super::codec::{DecodeError, Reader, Writer};
 
 pub mod api_versions;
+pub mod consumer_group_heartbeat;
+pub mod consumer_protocol;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
+pub mod sync_group;
 
 #[cfg(test)]
 mod testing;

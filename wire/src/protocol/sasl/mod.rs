@@ -290,7 +290,8 @@ pub enum SaslError {
     MandatoryExtension { mechanism: SaslMechanism },
     /// The SCRAM server nonce does not extend the client nonce.
     NonceMismatch { mechanism: SaslMechanism },
-    /// The SCRAM iteration count is outside [`MIN_ITERATIONS`]..=[`MAX_ITERATIONS`].
+    /// The SCRAM iteration count is outside the accepted range (4096 ..= 1,000,000;
+    /// `MIN_ITERATIONS` and `MAX_ITERATIONS`).
     IterationCountOutOfBounds { mechanism: SaslMechanism, count: u64 },
     /// The SCRAM server signature is wrong: the server does not know the password.
     ServerSignatureMismatch { mechanism: SaslMechanism },
