@@ -9,6 +9,8 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
+use sluice_wire::{AuthFailure, ClientError, ConnectionError, TlsField, TlsProblem};
+
 use crate::config::Config;
 use crate::destination::WritePolicy;
 use crate::read::{self, ReadError, ReadMode, ReadOptions, ReadProgress};
@@ -113,7 +115,7 @@ pub fn write_completions(shell: CompletionShell, out: &mut dyn std::io::Write) {
 
 /// The whole report of an error: its `Display`, then each `source()`'s, joined with ": ". A cause
 /// whose text is already in the report (an error that repeats its cause) is left out.
-pub fn error_report(error: &dyn std::error::Error) -> String {
+pub fn error_report(error: &(dyn std::error::Error + 'static)) -> String {
     let mut report = error.to_string();
     let mut cause = error.source();
     while let Some(error) = cause {
@@ -124,7 +126,66 @@ pub fn error_report(error: &dyn std::error::Error) -> String {
         }
         cause = error.source();
     }
+    if let Some(hint) = config_hint(error) {
+        report.push_str("; ");
+        report.push_str(&hint);
+    }
     report
+}
+
+/// What to change in the configuration file, in its own keys, for a failure the library reports
+/// in its own terms (it knows TLS and SASL settings, not this file's field names).
+fn config_hint(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(hint) = error.downcast_ref::<ClientError>().and_then(client_hint) {
+            return Some(hint);
+        }
+        if let Some(hint) = error.downcast_ref::<ConnectionError>().and_then(connection_hint) {
+            return Some(hint);
+        }
+        current = error.source();
+    }
+    None
+}
+
+fn client_hint(error: &ClientError) -> Option<String> {
+    match error {
+        ClientError::Connection(error) => connection_hint(error),
+        ClientError::NoBootstrap { last: Some(last), .. } => {
+            connection_hint(last).or_else(|| Some("check `brokers`".to_string()))
+        }
+        ClientError::NoBootstrap { last: None, .. } => Some("check `brokers`".to_string()),
+        ClientError::RetriesExhausted { last, .. } => client_hint(last),
+        _ => None,
+    }
+}
+
+fn connection_hint(error: &ConnectionError) -> Option<String> {
+    let hint = match error {
+        ConnectionError::Authentication { failure, .. } => match failure {
+            AuthFailure::UnknownUser => "check `sasl_username` (and that it has credentials for `sasl_mechanism`)",
+            AuthFailure::WrongPassword => "check `sasl_password`",
+            AuthFailure::WrongUserOrPassword => "check `sasl_username` and `sasl_password`",
+            AuthFailure::TokenRejected => "check `sasl_oauth_token`",
+            AuthFailure::MechanismNotEnabled { .. } => "set `sasl_mechanism` to one the broker offers",
+            _ => return None,
+        },
+        ConnectionError::Tls { problem, .. } => match (problem, problem.setting()) {
+            (_, Some(TlsField::CaPem)) => "put the CA that signed the broker's certificate in `tls_ca_pem`",
+            (_, Some(TlsField::CertPem | TlsField::KeyPem)) => {
+                "set `tls_cert_pem` and `tls_key_pem` to a client certificate the broker trusts"
+            }
+            (TlsProblem::NotTls, _) => "check `tls_enabled` against the listener's security protocol",
+            _ => return None,
+        },
+        // A first response that is not Kafka: often a TLS listener spoken to in plaintext.
+        ConnectionError::Frame { .. } | ConnectionError::UnexpectedEof { .. } => {
+            "check that `tls_enabled` and `sasl_mechanism` match the listener's security protocol"
+        }
+        _ => return None,
+    };
+    Some(hint.to_string())
 }
 
 /// A usage error of `subcommand`, formatted like clap's own (exit code 2).
@@ -489,5 +550,35 @@ mod tests {
         let report = error_report(&error);
         assert!(report.starts_with("cannot read the configuration file /nonexistent/sluice.json"), "{report}");
         assert!(report.ends_with(": No such file or directory (os error 2)"), "{report}");
+    }
+
+    #[test]
+    fn library_failures_get_a_hint_in_this_files_keys() {
+        let authentication = |failure| {
+            ReadError::Client(ClientError::Connection(ConnectionError::Authentication {
+                broker: "b:9093".to_string(),
+                mechanism: sluice_wire::SaslMechanism::ScramSha512,
+                failure,
+                broker_message: None,
+            }))
+        };
+        let report = error_report(&authentication(AuthFailure::WrongPassword));
+        assert!(report.contains("wrong password") && report.ends_with("; check `sasl_password`"), "{report}");
+        let report = error_report(&authentication(AuthFailure::UnknownUser));
+        assert!(report.contains("check `sasl_username`"), "{report}");
+        let report = error_report(&authentication(AuthFailure::MechanismNotEnabled { offered: vec!["PLAIN".into()] }));
+        assert!(report.contains("it offers: PLAIN") && report.contains("set `sasl_mechanism`"), "{report}");
+        let tls = ReadError::Client(ClientError::NoBootstrap {
+            addresses: vec!["b:9093".to_string()],
+            last: Some(ConnectionError::Tls {
+                broker: "b:9093".to_string(),
+                problem: TlsProblem::UnknownIssuer,
+                source: None,
+            }),
+        });
+        let report = error_report(&tls);
+        assert!(report.contains("not signed by a trusted CA") && report.contains("`tls_ca_pem`"), "{report}");
+        let refused = ReadError::Client(ClientError::NoBootstrap { addresses: vec!["b:9093".to_string()], last: None });
+        assert!(error_report(&refused).ends_with("; check `brokers`"), "{}", error_report(&refused));
     }
 }

@@ -157,12 +157,13 @@ pub fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [*chunk.first().unwrap_or(&0), *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         let symbols = [(n >> 18) & 63, (n >> 12) & 63, (n >> 6) & 63, n & 63];
         for (i, symbol) in symbols.iter().enumerate() {
             if i <= chunk.len() {
-                out.push(char::from(ALPHABET[*symbol as usize]));
+                // Six bits: always within the alphabet.
+                out.push(char::from(ALPHABET.get(*symbol as usize).copied().unwrap_or(b'=')));
             } else {
                 out.push('=');
             }
@@ -195,12 +196,12 @@ pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
             return None;
         }
         let mut n = 0u32;
-        for &symbol in &chunk[..4 - padding] {
+        for &symbol in chunk.get(..4 - padding)? {
             n = (n << 6) | value(symbol)?;
         }
         n <<= 6 * padding as u32;
         let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&decoded[..3 - padding]);
+        out.extend_from_slice(decoded.get(..3 - padding)?);
     }
     Some(out)
 }

@@ -152,7 +152,7 @@ async fn run(command: Command) -> ExitCode {
 }
 
 /// Reports `error` with its causes on stderr; exit code 1.
-fn fail(error: &dyn std::error::Error) -> ExitCode {
+fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
     eprintln!("sluice: {}", cli::error_report(error));
     ExitCode::FAILURE
 }

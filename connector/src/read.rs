@@ -674,6 +674,9 @@ impl Session {
     /// Turns a fetched batch into rows of the partition's current epoch, cutting an epoch as
     /// soon as it reaches the record or byte limit (inside a batch too: epochs may end anywhere,
     /// gaps are fine). Returns whether the position moved.
+    // `t` (and `topic.index`) index this session's own topic lists, found by position in them
+    // in the same call; nothing from a broker or a record picks them.
+    #[allow(clippy::indexing_slicing)]
     fn collect(
         &mut self,
         config: &Config,
@@ -751,6 +754,9 @@ impl Session {
     }
 
     /// Writes partition `p` of topic `t`'s current epoch, then certifies it.
+    // `t` (and `topic.index`) index this session's own topic lists, found by position in them
+    // in the same call; nothing from a broker or a record picks them.
+    #[allow(clippy::indexing_slicing)]
     fn flush(&mut self, destination: &mut LocalDirectory, t: usize, p: i32) -> Result<(), ReadError> {
         let Some(topic) = self.topics.get_mut(t) else { return Ok(()) };
         let Some(run) = topic.partitions.get_mut(&p) else { return Ok(()) };
@@ -819,6 +825,9 @@ impl Session {
         }
     }
 
+    // `t` (and `topic.index`) index this session's own topic lists, found by position in them
+    // in the same call; nothing from a broker or a record picks them.
+    #[allow(clippy::indexing_slicing)]
     fn flush_all(&mut self, destination: &mut LocalDirectory) -> Result<(), ReadError> {
         for t in 0..self.topics.len() {
             let partitions: Vec<i32> = self.topics[t].partitions.keys().copied().collect();
@@ -830,6 +839,9 @@ impl Session {
     }
 
     /// Continuous sessions stop when a topic's partitions change or the topic is recreated.
+    // `t` (and `topic.index`) index this session's own topic lists, found by position in them
+    // in the same call; nothing from a broker or a record picks them.
+    #[allow(clippy::indexing_slicing)]
     async fn check_membership(&mut self, client: &Client, destination: &mut LocalDirectory) -> Result<(), ReadError> {
         let names: Vec<String> = self.topics.iter().map(|t| t.name.clone()).collect();
         let metadata = client.refresh_metadata(Some(&names)).await?;

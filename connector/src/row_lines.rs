@@ -186,13 +186,11 @@ impl LineTemplate {
         }
         let out = &mut lines.bytes;
         self.write_transport_and_metadata(out, record);
-        for (i, column) in self.columns.iter().enumerate() {
+        for ((column, &seen), &(start, end)) in self.columns.iter().zip(&self.seen).zip(&self.spans) {
             out.extend_from_slice(&column.key);
-            if self.seen[i] == self.stamp {
-                let (start, end) = self.spans[i];
-                out.extend_from_slice(&payload[start..end]);
-            } else {
-                out.extend_from_slice(b"null");
+            match payload.get(start..end).filter(|_| seen == self.stamp) {
+                Some(value) => out.extend_from_slice(value),
+                None => out.extend_from_slice(b"null"),
             }
         }
         out.extend_from_slice(b"}\n");
@@ -271,7 +269,8 @@ impl LineTemplate {
                     None => return false,
                 },
             };
-            if self.seen[column] == self.stamp {
+            // A repeated key (or a column index out of step) leaves the shortcut.
+            if self.seen.get(column).is_none_or(|&seen| seen == self.stamp) {
                 return false;
             }
             i = skip_whitespace(bytes, key_end);
@@ -285,23 +284,28 @@ impl LineTemplate {
                     Some(end) => (end, Some(ColumnType::String)),
                     None => return false,
                 },
-                Some(b't') if bytes[start..].starts_with(b"true") => (start + 4, Some(ColumnType::Bool)),
-                Some(b'f') if bytes[start..].starts_with(b"false") => (start + 5, Some(ColumnType::Bool)),
-                Some(b'n') if bytes[start..].starts_with(b"null") => (start + 4, None),
+                Some(b't') if rest(bytes, start).starts_with(b"true") => (start + 4, Some(ColumnType::Bool)),
+                Some(b'f') if rest(bytes, start).starts_with(b"false") => (start + 5, Some(ColumnType::Bool)),
+                Some(b'n') if rest(bytes, start).starts_with(b"null") => (start + 4, None),
                 Some(b'-' | b'0'..=b'9') => match plain_number_end(bytes, start) {
                     Some(end) => (end, Some(ColumnType::Number)),
                     None => return false,
                 },
                 _ => return false,
             };
-            let column_type = self.columns[column].column_type;
+            let Some(column_type) = self.columns.get(column).map(|column| column.column_type) else { return false };
             if let Some(found) = found {
                 if column_type != ColumnType::Json && column_type != found {
                     return false;
                 }
             }
-            self.seen[column] = self.stamp;
-            self.spans[column] = (start, end);
+            match (self.seen.get_mut(column), self.spans.get_mut(column)) {
+                (Some(seen), Some(span)) => {
+                    *seen = self.stamp;
+                    *span = (start, end);
+                }
+                _ => return false,
+            }
             member += 1;
             // A delimiter must follow: this also rejects `truex` and `12a`.
             i = skip_whitespace(bytes, end);
@@ -312,6 +316,11 @@ impl LineTemplate {
             }
         }
     }
+}
+
+/// The bytes from `start` on (none past the end).
+fn rest(bytes: &[u8], start: usize) -> &[u8] {
+    bytes.get(start..).unwrap_or_default()
 }
 
 /// JSON whitespace, exactly the four characters `serde_json` skips.
@@ -341,7 +350,7 @@ fn plain_string_end(bytes: &[u8], start: usize) -> Option<usize> {
 /// For a number starting at `start`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?` without an exponent; the
 /// index after it, or `None`.
 fn plain_number_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let digits = |from: usize| from + bytes[from.min(bytes.len())..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = |from: usize| from + rest(bytes, from).iter().take_while(|b| b.is_ascii_digit()).count();
     let mut i = start;
     if bytes.get(i) == Some(&b'-') {
         i += 1;

@@ -307,12 +307,15 @@ impl RowDecoder {
             let Some(index) = fixed.template.column_index(&name) else {
                 return Err(self.error(record, RowErrorKind::NewField { field: name, fixed_at: self.fixed_at() }));
             };
-            let column_type = columns[index].column_type;
+            let (Some(column), Some(slot)) = (columns.get(index), values.get_mut(index)) else {
+                unreachable!("the template's column indexes are the schema's")
+            };
+            let column_type = column.column_type;
             if !column_type.accepts(&value) {
                 let found = ColumnType::of(&value);
                 return Err(self.error(record, RowErrorKind::TypeChanged { field: name, column_type, found }));
             }
-            values[index] = value;
+            *slot = value;
         }
         Ok(values)
     }

@@ -117,6 +117,8 @@ impl Retry {
                 tokio::time::sleep(delay).await;
                 true
             }
+            // No retries were asked for: the caller reports the failure itself.
+            None if self.policy.budget.is_zero() => false,
             None => {
                 tracing::warn!(
                     attempts = self.attempt,
