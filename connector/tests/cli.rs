@@ -119,12 +119,13 @@ fn json_log_lines_are_one_object_each_and_the_report_stays_plain() {
     let address = closed_address();
     let dir = temp_dir("cli-json-logs");
     let config = write_config(&dir, json!({"brokers": [address]}));
-    let run = sluice(&["--log-format", "json", "check", "--config", config.to_str().expect("utf8")]);
+    // With --wait the retries are logged (one warn line each).
+    let run = sluice(&["--log-format", "json", "check", "--config", config.to_str().expect("utf8"), "--wait", "1"]);
     run.assert_code(1);
     let lines: Vec<&str> = run.stderr.lines().collect();
     let (report, logs) = lines.split_last().expect("an error report");
     assert!(report.starts_with("sluice: "), "{}", run.stderr);
-    assert!(!logs.is_empty(), "the failed connect is logged: {}", run.stderr);
+    assert!(!logs.is_empty(), "the retries are logged: {}", run.stderr);
     for line in logs {
         let event: Value = serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}"));
         assert!(event["level"].is_string() && event["message"].is_string(), "{line}");
