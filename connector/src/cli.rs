@@ -169,6 +169,9 @@ fn connection_hint(error: &ConnectionError) -> Option<String> {
             AuthFailure::WrongUserOrPassword => "check `sasl_username` and `sasl_password`",
             AuthFailure::TokenRejected => "check `sasl_oauth_token`",
             AuthFailure::MechanismNotEnabled { .. } => "set `sasl_mechanism` to one the broker offers",
+            AuthFailure::Client(error) if error.is_authentication_failure() => {
+                "check `sasl_username`, `sasl_password` (or `sasl_oauth_token`) and `sasl_mechanism`"
+            }
             _ => return None,
         },
         ConnectionError::Tls { problem, .. } => match (problem, problem.setting()) {

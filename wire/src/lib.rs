@@ -99,16 +99,18 @@
 //! # Errors
 //!
 //! Every fallible call returns a [`ClientError`]. Retriable failures (a lost connection, a
-//! leader change) are retried inside the call within the [`RetryPolicy`] budget; what comes
-//! back is either not retriable (a wrong password, an offset out of range, a recreated topic)
-//! or [`ClientError::RetriesExhausted`] with the last failure as its `source()`. Branch on
+//! leader change) are retried inside the call within the [`RetryPolicy`] budget. When the budget
+//! is spent, fetching, ListOffsets and Produce return [`ClientError::RetriesExhausted`] with the
+//! last failure as its `source()`; metadata and admin calls return the last failure itself
+//! (which may still say `is_retriable()`: the call already spent its budget on it). Branch on
 //! [`ClientError::kind`] or the `is_*` checks; `Display` does not repeat the source, so print
 //! the chain (as `anyhow`'s `{:#}` does) to see the cause.
 //!
 //! # Logging
 //!
-//! The crate logs through [`tracing`](https://docs.rs/tracing): retries and reconnects at
-//! `warn` (what failed and when it tries again), requests at `debug`. It never prints; install
+//! The crate logs through [`tracing`](https://docs.rs/tracing): each retry at `warn` (what
+//! failed and when it tries again), reconnects and broker throttling at `info`, connects and
+//! closed connections at `debug`. It never prints; install
 //! a subscriber to see the events.
 //!
 //! # Cancel safety

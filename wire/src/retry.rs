@@ -76,8 +76,13 @@ impl Retry {
     }
 
     pub(crate) fn starting_at(policy: RetryPolicy, now: Instant) -> Retry {
-        // Seeded from the clock and the address of a stack value: enough to spread clients.
-        let seed = now.elapsed().as_nanos() as u64 ^ (&policy as *const RetryPolicy as u64) ^ 0x9e37_79b9_7f4a_7c15;
+        // Seeded from a process-wide counter and the wall clock, so that retries started together
+        // (in this process or in others) draw different pauses.
+        static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let count = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let clock =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let seed = (count.wrapping_add(1)).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ clock;
         Retry { policy, started: now, attempt: 0, jitter: seed | 1 }
     }
 
@@ -182,13 +187,11 @@ mod tests {
 
     #[test]
     fn jitter_spreads_clients_that_failed_together() {
+        // Eight clients whose first attempt failed at the same instant: their first pauses differ.
         let start = Instant::now();
         let policy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(1), Duration::from_secs(10));
-        let mut first = Retry::starting_at(policy, start);
-        let mut distinct = std::collections::BTreeSet::new();
-        for _ in 0..8 {
-            distinct.insert(first.next_delay(start));
-        }
+        let distinct: std::collections::BTreeSet<_> =
+            (0..8).map(|_| Retry::starting_at(policy, start).next_delay(start)).collect();
         assert!(distinct.len() > 1, "{distinct:?}");
     }
 }

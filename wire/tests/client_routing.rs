@@ -180,6 +180,53 @@ async fn records_of_good_partitions_come_first_and_the_error_of_another_comes_ne
     assert_eq!(consumer.position(&tp(1)), Some(5), "t-1 keeps its position");
 }
 
+/// A partition answered with a retriable code (KAFKA_STORAGE_ERROR-like: here REQUEST_TIMED_OUT,
+/// the leader unchanged) backs off on its own while the other partition keeps being read, is
+/// fetched far fewer times than a hot loop would (Kafka answers errors at once), and ends with
+/// RetriesExhausted naming it when its budget is spent. (Before the per-partition backoff the
+/// consumer re-fetched it immediately after every answer, without end.)
+#[tokio::test]
+async fn a_partition_with_a_retriable_error_backs_off_alone_and_fails_after_its_budget() {
+    let cluster = Cluster::new("fake-cluster");
+    let broker = node(&cluster, 1).await;
+    cluster.add_topic(TOPIC, TOPIC_ID, &[1, 1]);
+    broker.on(ApiKey::FETCH, |request| {
+        fetch_reply(request, |partition, offset| match partition {
+            0 if offset < 100 => fetch_partition(0, ErrorCode::NONE, offset + 1, Some(batch(offset, 1))),
+            0 => fetch_partition(0, ErrorCode::NONE, 100, Some(Vec::new())),
+            other => fetch_partition(other, ErrorCode::REQUEST_TIMED_OUT, -1, None),
+        })
+    });
+    // Pauses of 10 ms doubling to 50 ms within 400 ms: about ten attempts for t-1.
+    let budget = Duration::from_millis(400);
+    let client = connect(config(&broker, Duration::from_secs(2), retry(budget))).await;
+    let mut consumer = Consumer::new(client, FetchConfig::default().with_max_wait_ms(20));
+    consumer.assign(tp(0), 0);
+    consumer.assign(tp(1), 0);
+    let started = Instant::now();
+    let mut read = Vec::new();
+    let error = loop {
+        assert!(started.elapsed() < BOUND, "t-1 never failed; read {} of t-0", read.len());
+        match tokio::time::timeout(BOUND, consumer.poll()).await.expect("poll must not hang") {
+            Ok(batches) => read.extend(offsets(&batches, &tp(0))),
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(&error, ClientError::RetriesExhausted { attempts, .. } if *attempts > 1), "{error:?}");
+    assert_eq!(error.topic_partition(), Some((TOPIC, 1)), "{error}");
+    assert_eq!(error.code(), Some(ErrorCode::REQUEST_TIMED_OUT));
+    assert!(started.elapsed() >= budget / 2, "failed after only {:?}", started.elapsed());
+    // t-0 went on meanwhile, in order, nothing skipped.
+    assert!(!read.is_empty(), "t-0 was read while t-1 backed off");
+    assert_eq!(read, (0..read.len() as i64).collect::<Vec<_>>());
+    let asked_for_t1 = broker
+        .requests_of(ApiKey::FETCH)
+        .iter()
+        .filter(|request| request.fetch().topics.iter().any(|t| t.partitions.iter().any(|p| p.partition == 1)))
+        .count();
+    assert!((2..=20).contains(&asked_for_t1), "t-1 fetched {asked_for_t1} times in its budget");
+}
+
 // ---------------------------------------------------------------------------------------------
 // b. poll is cancel-safe
 // ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@
 //! marked in flight with no fetch behind it.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -52,8 +52,12 @@ pub struct Consumer {
     ready: Vec<PartitionBatch>,
     /// An error to return after `ready` (it came with the batches in `ready`, or after them).
     deferred: Option<ClientError>,
-    /// Running since the first of the current run of failures; reset by a response.
-    retry: Option<Retry>,
+    /// Per leader (-1: no leader known), running since the first of its current run of
+    /// transport failures; reset by a response from it.
+    retries: HashMap<i32, Retry>,
+    /// Partitions backing off after a retriable error code, with their retry state and the
+    /// time they may be fetched again (`None`: released, waiting for a clean answer).
+    backoff: HashMap<TopicPartition, (Retry, Option<Instant>)>,
     /// Some partition had no leader at the last plan: refresh metadata after the next response.
     missing_leader: bool,
 }
@@ -79,7 +83,8 @@ impl Consumer {
             receiver,
             ready: Vec::new(),
             deferred: None,
-            retry: None,
+            retries: HashMap::new(),
+            backoff: HashMap::new(),
             missing_leader: false,
         }
     }
@@ -119,6 +124,7 @@ impl Consumer {
     }
 
     fn forget(&mut self, topic_partition: &TopicPartition) {
+        self.backoff.remove(topic_partition);
         self.ready.retain(|batch| batch.topic_partition != *topic_partition);
         let about = |error: &ClientError| {
             error.topic_partition().is_some_and(|(topic, partition)| {
@@ -155,15 +161,21 @@ impl Consumer {
             if self.state.is_empty() {
                 return Ok(Vec::new());
             }
+            let next_release = self.release_backoffs(Instant::now());
             self.dispatch()?;
             if self.in_flight.is_empty() {
+                if let Some(at) = next_release {
+                    // Only partitions backing off are left: wait for the first to be released.
+                    tokio::time::sleep_until(at.into()).await;
+                    continue;
+                }
                 // Every assigned partition lacks a leader.
                 let (topic, partition) = self
                     .state
                     .assigned()
                     .next()
                     .map_or((String::new(), -1), |(tp, _)| (tp.topic.clone(), tp.partition));
-                self.pause_or_fail(ClientError::NoLeader { topic, partition }).await?;
+                self.pause_or_fail(-1, ClientError::NoLeader { topic, partition }).await?;
                 self.refresh().await?;
                 continue;
             }
@@ -174,7 +186,7 @@ impl Consumer {
             let Some(planned) = self.in_flight.remove(&leader) else { continue };
             match result {
                 Ok(response) => {
-                    self.retry = None;
+                    self.retries.remove(&leader);
                     if response.throttle_time_ms > 0 {
                         tracing::info!(
                             node_id = leader,
@@ -184,6 +196,13 @@ impl Consumer {
                         );
                     }
                     let outcome = self.state.handle_response(&planned, response);
+                    for tp in outcome.answered.iter().chain(outcome.batches.iter().map(|batch| &batch.topic_partition))
+                    {
+                        self.backoff.remove(tp);
+                    }
+                    for (tp, error) in outcome.retriable {
+                        self.back_off(tp, error);
+                    }
                     self.ready.extend(outcome.batches);
                     if let Some(error) = outcome.error {
                         self.deferred.get_or_insert(error);
@@ -208,7 +227,7 @@ impl Consumer {
                 }
                 Err(error) if error.is_retriable() => {
                     self.state.handle_failure(&planned);
-                    self.pause_or_fail(error).await?;
+                    self.pause_or_fail(leader, error).await?;
                     self.refresh().await?;
                 }
                 Err(error) => {
@@ -219,16 +238,64 @@ impl Consumer {
         }
     }
 
-    /// After a retriable failure: waits the backoff, or fails when the retry budget is spent.
-    async fn pause_or_fail(&mut self, error: ClientError) -> Result<(), ClientError> {
+    /// After a transport failure with `leader` (-1: none known): waits the backoff, or fails
+    /// when that leader's retry budget is spent.
+    async fn pause_or_fail(&mut self, leader: i32, error: ClientError) -> Result<(), ClientError> {
         let policy = self.client.config().retry;
-        let retry = self.retry.get_or_insert_with(|| Retry::new(policy));
+        let retry = self.retries.entry(leader).or_insert_with(|| Retry::new(policy));
         if retry.pause("Fetch", &error).await {
             return Ok(());
         }
         let attempts = retry.attempts();
-        self.retry = None;
+        self.retries.remove(&leader);
         Err(ClientError::RetriesExhausted { what: "Fetch".to_string(), attempts, last: Box::new(error) })
+    }
+
+    /// A partition answered with a retriable error code: hold it back for its backoff (the other
+    /// partitions go on), or, when its retry budget is spent, report the error after the records
+    /// already decoded (the partition is then fetched again at once, its budget renewed).
+    fn back_off(&mut self, tp: TopicPartition, error: ClientError) {
+        let policy = self.client.config().retry;
+        let now = Instant::now();
+        let (retry, release) = self.backoff.entry(tp.clone()).or_insert_with(|| (Retry::new(policy), None));
+        match retry.next_delay(now) {
+            Some(delay) => {
+                tracing::warn!(
+                    topic = %tp.topic,
+                    partition = tp.partition,
+                    "fetching {tp} failed: {error}; retrying in {} ms (attempt {})",
+                    delay.as_millis(),
+                    retry.attempts() + 1
+                );
+                *release = Some(now + delay);
+                self.state.hold(&tp, true);
+            }
+            None => {
+                let attempts = retry.attempts();
+                self.backoff.remove(&tp);
+                self.deferred.get_or_insert(ClientError::RetriesExhausted {
+                    what: format!("Fetch of {tp}"),
+                    attempts,
+                    last: Box::new(error),
+                });
+            }
+        }
+    }
+
+    /// Releases the partitions whose backoff has passed; returns when the next one will be.
+    fn release_backoffs(&mut self, now: Instant) -> Option<Instant> {
+        let mut next = None;
+        for (tp, (_, release)) in &mut self.backoff {
+            match *release {
+                Some(at) if at <= now => {
+                    *release = None;
+                    self.state.hold(tp, false);
+                }
+                Some(at) => next = Some(next.map_or(at, |next: Instant| next.min(at))),
+                None => {}
+            }
+        }
+        next
     }
 
     async fn refresh(&mut self) -> Result<(), ClientError> {

@@ -194,8 +194,9 @@ impl ClientError {
         self.kind() == ErrorKind::Authentication
     }
 
-    /// A later attempt (new connection, refreshed metadata) may succeed. Errors the client
-    /// returns after its retry budget ran out ([`ClientError::RetriesExhausted`]) are not.
+    /// A later attempt (new connection, refreshed metadata) may succeed. The client has already
+    /// retried such a failure within its budget before returning it;
+    /// [`ClientError::RetriesExhausted`] itself is not retriable.
     pub fn is_retriable(&self) -> bool {
         match self {
             ClientError::Connection(error) => error.is_transient(),

@@ -144,6 +144,11 @@ pub struct FetchOutcome {
     pub batches: Vec<PartitionBatch>,
     /// Leadership or topic state changed: refresh metadata before the next plan.
     pub refresh_metadata: bool,
+    /// Partitions the broker answered with a retriable error code (not advanced; the driver
+    /// backs them off).
+    pub retriable: Vec<(TopicPartition, ClientError)>,
+    /// Partitions the broker answered without an error (with or without records).
+    pub answered: Vec<TopicPartition>,
     /// An error for the caller. The partition it concerns was not advanced; the positions of
     /// other partitions in the same response were, and their batches are in `batches`.
     pub error: Option<ClientError>,
@@ -158,6 +163,8 @@ struct PartitionState {
     /// Leader epoch of the last batch read, sent as LastFetchedEpoch (-1 before any).
     last_fetched_epoch: i32,
     in_flight: bool,
+    /// Backing off after a retriable error: not planned until released ([`FetchState::hold`]).
+    held: bool,
     /// Bumped on every assign and plan; see [`PlannedFetch::generations`].
     generation: u64,
 }
@@ -215,7 +222,14 @@ impl FetchState {
         let generation = self.generations;
         self.partitions.insert(
             topic_partition,
-            PartitionState { position: offset, topic_id, last_fetched_epoch, in_flight: false, generation },
+            PartitionState {
+                position: offset,
+                topic_id,
+                last_fetched_epoch,
+                in_flight: false,
+                held: false,
+                generation,
+            },
         );
     }
 
@@ -239,6 +253,14 @@ impl FetchState {
         self.partitions.is_empty()
     }
 
+    /// Holds a partition back from planning (while it backs off after a retriable error), or
+    /// releases it.
+    pub fn hold(&mut self, topic_partition: &TopicPartition, held: bool) {
+        if let Some(state) = self.partitions.get_mut(topic_partition) {
+            state.held = held;
+        }
+    }
+
     /// Pins the topic id a partition must keep (for example the id its checkpoint was taken
     /// under). Without a pin, the id of the first plan is pinned.
     pub fn pin_topic_id(&mut self, topic_partition: &TopicPartition, topic_id: TopicId) {
@@ -260,7 +282,7 @@ impl FetchState {
         let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
         let mut missing_leader = false;
         for (tp, state) in &mut self.partitions {
-            if state.in_flight {
+            if state.in_flight || state.held {
                 continue;
             }
             if let Some(current) = metadata.topic(&tp.topic).map(|topic| topic.topic_id).filter(|id| !id.is_zero()) {
@@ -386,10 +408,17 @@ impl FetchState {
                     outcome.refresh_metadata = true;
                 }
                 match partition.error_code.action() {
-                    ErrorAction::None => {}
-                    ErrorAction::Retry => continue,
-                    ErrorAction::RefreshMetadata => {
-                        outcome.refresh_metadata = true;
+                    ErrorAction::None => outcome.answered.push(tp.clone()),
+                    action @ (ErrorAction::Retry | ErrorAction::RefreshMetadata) => {
+                        outcome.refresh_metadata |= action == ErrorAction::RefreshMetadata;
+                        let error = ClientError::broker(
+                            ApiKey::FETCH,
+                            partition.error_code,
+                            &tp.topic,
+                            Some(tp.partition),
+                            None,
+                        );
+                        outcome.retriable.push((tp, error));
                         continue;
                     }
                     ErrorAction::Raise => {

@@ -252,26 +252,41 @@ impl Client {
         }
     }
 
-    /// The bootstrap connection when it is up; while another caller is reconnecting it, a live
-    /// connection to any broker (so that nobody waits on a slow or black-holed address when a
-    /// working connection exists); else a new bootstrap connection.
+    /// The bootstrap connection when it is up; else a live connection to any broker (so that
+    /// nobody waits on a slow or black-holed address while a working connection exists; the
+    /// bootstrap connection is then reopened in the background); else a new bootstrap
+    /// connection.
     ///
     /// The bootstrap connection is preferred because broker connections carry fetches: a broker
     /// answers one request per connection at a time, so a metadata request there would wait
     /// behind a fetch's long poll.
     async fn any_connection(&self) -> Result<Connection, ClientError> {
-        let mut guard = match self.inner.bootstrap.try_lock() {
-            Ok(guard) => guard,
-            Err(_) => {
-                if let Some(connection) = self.live_broker_connection() {
-                    return Ok(connection);
-                }
-                self.inner.bootstrap.lock().await
+        if let Ok(guard) = self.inner.bootstrap.try_lock() {
+            if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
+                return Ok(connection.clone());
             }
-        };
+        }
+        if let Some(connection) = self.live_broker_connection() {
+            let client = self.clone();
+            tokio::spawn(async move {
+                // Only one reopening at a time; callers meanwhile keep using broker connections.
+                if let Ok(mut guard) = client.inner.bootstrap.try_lock() {
+                    if guard.as_ref().is_none_or(Connection::is_closed) {
+                        let _ = client.connect_bootstrap(&mut guard).await;
+                    }
+                }
+            });
+            return Ok(connection);
+        }
+        let mut guard = self.inner.bootstrap.lock().await;
         if let Some(connection) = guard.as_ref().filter(|connection| !connection.is_closed()) {
             return Ok(connection.clone());
         }
+        self.connect_bootstrap(&mut guard).await
+    }
+
+    /// One round over the known brokers and the bootstrap addresses, under the bootstrap lock.
+    async fn connect_bootstrap(&self, guard: &mut Option<Connection>) -> Result<Connection, ClientError> {
         // Known brokers first (the cluster may have moved on from the bootstrap list), then the
         // configured addresses, each once.
         let mut addresses: Vec<String> = self.metadata().brokers.values().map(BrokerInfo::address).collect();
@@ -323,10 +338,11 @@ impl Client {
         }
         let address = match self.metadata().brokers.get(&node_id) {
             Some(broker) => broker.address(),
+            // Metadata changed under the caller (a leader it planned for is gone): retriable, a
+            // refresh will tell the new leader.
             None => {
-                return Err(ClientError::Unsupported {
-                    message: format!("broker {node_id} is not in the cluster metadata"),
-                })
+                tracing::debug!(node_id, "broker {node_id} is not in the cluster metadata");
+                return Err(ClientError::NoLeader { topic: format!("(led by broker {node_id})"), partition: -1 });
             }
         };
         if guard.is_some() {

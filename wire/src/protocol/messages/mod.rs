@@ -87,7 +87,10 @@ pub(crate) fn read_nullable_array<T>(
     let Some(count) = reader.array_len(flexible, min_element_size, what)? else {
         return Ok(None);
     };
-    let mut elements = Vec::with_capacity(count);
+    // `count` fits the bytes left at `min_element_size` each, but a decoded element can take
+    // many times its wire size in memory: reserve no more than the frame's bytes, and let the
+    // vector grow as elements actually decode.
+    let mut elements = Vec::with_capacity(count.min(reader.remaining() / std::mem::size_of::<T>().max(1) + 1));
     for _ in 0..count {
         elements.push(read_element(reader)?);
     }
