@@ -157,6 +157,8 @@ mod protocol;
 
 #[cfg(feature = "unstable")]
 pub use client::fetch_state;
+#[cfg(feature = "unstable")]
+pub use client::group;
 
 pub use client::{
     BrokerInfo, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer, ErrorKind, FetchConfig,

@@ -12,6 +12,9 @@ mod consumer;
 mod error;
 #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
 pub mod fetch_state;
+// Not used by the public API yet: the group consumer that drives it comes next.
+#[cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
+pub mod group;
 mod metadata;
 mod produce;
 
@@ -536,5 +539,33 @@ impl Client {
         R::Response: Send + 'static,
     {
         self.send_to_any(request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_that_would_corrupt_a_request_are_refused_up_front() {
+        let long = ClientConfig::new(["kafka:9092"])
+            .with_connection(ConnectionConfig::default().with_client_id("c".repeat(40_000)));
+        let error = long.validate().expect_err("a 40,000-byte client id fits no request header");
+        assert!(error.to_string().contains("client id is 40000 bytes"), "{error}");
+        assert!(ClientConfig::new(["kafka:9092"]).validate().is_ok());
+        assert!(ClientConfig::new(["[::1]:9092"]).validate().is_ok());
+        for bad in ["kafka", "::1:9092", "kafka:port", ":9092", "[]:9092"] {
+            let error = ClientConfig::new([bad]).validate().expect_err(bad);
+            assert!(error.to_string().contains("not host:port"), "{bad}: {error}");
+        }
+        assert!(ClientConfig::new(Vec::<String>::new()).validate().is_err());
+    }
+
+    #[test]
+    fn ipv6_hosts_are_bracketed() {
+        let broker = BrokerInfo { node_id: 1, host: "::1".to_string(), port: 9092, rack: None };
+        assert_eq!(broker.address(), "[::1]:9092");
+        let broker = BrokerInfo { node_id: 1, host: "kafka-1".to_string(), port: 9092, rack: None };
+        assert_eq!(broker.address(), "kafka-1:9092");
     }
 }
