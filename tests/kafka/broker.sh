@@ -282,6 +282,13 @@ num.network.threads=2
 num.io.threads=2
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
+# Consumer group tests run rebalances in seconds, not the production 45 s session timeouts:
+# classic sessions from 2 s, KIP-848 sessions from 2 s with heartbeats from 0.5 s.
+group.min.session.timeout.ms=2000
+group.consumer.min.session.timeout.ms=2000
+group.consumer.session.timeout.ms=6000
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
 offsets.topic.num.partitions=1
 transaction.state.log.num.partitions=1
 # Let compaction tests see the cleaner run within seconds.

@@ -161,8 +161,9 @@ pub use client::fetch_state;
 pub use client::group;
 
 pub use client::{
-    BrokerInfo, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer, ErrorKind, FetchConfig,
-    ListedOffset, NewTopic, OffsetSpec, PartitionBatch, PartitionInfo, ProduceRecord, TopicInfo, TopicPartition,
+    BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer,
+    ConsumerEvent, ErrorKind, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic,
+    OffsetReset, OffsetSpec, PartitionBatch, PartitionInfo, ProduceRecord, TopicInfo, TopicPartition,
 };
 pub use connection::tls::{client_config as tls_client_config, TlsError, TlsField, TlsProblem, TlsSettings};
 pub use connection::{AuthFailure, ConnectionConfig, ConnectionError, SaslSettings};

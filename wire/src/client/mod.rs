@@ -12,15 +12,18 @@ mod consumer;
 mod error;
 #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
 pub mod fetch_state;
-// Not used by the public API yet: the group consumer that drives it comes next.
+// The sans-IO members and assignors are public with `unstable` only; `GroupConsumer` is the
+// public face, and does not use every part of them.
 #[cfg_attr(not(feature = "unstable"), allow(dead_code, unused_imports))]
 pub mod group;
+mod group_consumer;
 mod metadata;
 mod produce;
 
 pub use admin::NewTopic;
 pub use consumer::{Consumer, FetchConfig, PartitionBatch};
 pub use error::{ClientError, ErrorKind};
+pub use group_consumer::{ClassicAssignor, ConsumerEvent, GroupConfig, GroupConsumer, GroupProtocol, OffsetReset};
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
 pub use produce::{Compression, ProduceRecord};
 
@@ -253,6 +256,12 @@ impl Client {
                 Err(error) => return Err(error.into()),
             }
         }
+    }
+
+    /// The version range a broker offers for `api` (`None`: it does not offer it), from the
+    /// connection metadata requests use.
+    pub(crate) async fn broker_api_range(&self, api: ApiKey) -> Result<Option<(i16, i16)>, ClientError> {
+        Ok(self.any_connection().await?.versions().range(api))
     }
 
     /// The bootstrap connection when it is up; else a live connection to any broker (so that

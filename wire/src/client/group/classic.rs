@@ -838,13 +838,18 @@ impl ClassicMember {
     }
 
     /// An OffsetCommit for `offsets` with this member's generation and member id, so that the
-    /// coordinator refuses it if the member was fenced meanwhile. Only in a stable generation.
+    /// coordinator refuses it if the member was fenced meanwhile. In a stable generation, and
+    /// between a revocation and the JoinGroup that follows it: the coordinator takes commits of
+    /// the current generation until the member rejoins (a group preparing a rebalance accepts
+    /// them), which is when a revoked partition's work must be committed.
     pub fn commit_request(
         &self,
         offsets: &BTreeMap<TopicPartition, CommitOffset>,
     ) -> Result<OffsetCommitRequest, GroupError> {
+        let has_generation = self.generation != NO_GENERATION && !self.member_id.is_empty();
         match self.phase {
-            Phase::Stable if self.generation != NO_GENERATION && !self.member_id.is_empty() => {}
+            Phase::Stable if has_generation => {}
+            Phase::Join if has_generation && self.in_flight != Some(ApiKey::JOIN_GROUP) => {}
             Phase::Join | Phase::AwaitingMetadata(_) | Phase::Sync(_) if self.generation != NO_GENERATION => {
                 return Err(GroupError::NotStable { group: self.config.group_id.clone(), rebalancing: true });
             }
@@ -1946,10 +1951,16 @@ mod tests {
         let refused = member.commit_request(&offsets).unwrap_err();
         assert!(matches!(refused, GroupError::NotStable { rebalancing: false, .. }), "{refused:?}");
 
-        // During a rebalance: refused, and says so.
+        // Told of a rebalance, before rejoining: the generation is still current, and the commit
+        // of what was processed goes out with it.
         let mut member = stable_follower(config(RebalanceProtocol::Cooperative), t0, 5, &[0, 1]);
         expect_heartbeat(&mut member, t0 + HEARTBEAT);
         member.handle_response(t0 + HEARTBEAT, heartbeat(ErrorCode::REBALANCE_IN_PROGRESS)).unwrap();
+        let commit = member.commit_request(&offsets).expect("a commit before the rejoin");
+        assert_eq!(commit.generation_id_or_member_epoch, 5);
+        // Once the JoinGroup is out the generation is about to change: refused, and says so.
+        let join = member.poll_request(t0 + HEARTBEAT).expect("the rejoin");
+        assert_eq!(join.api(), ApiKey::JOIN_GROUP);
         let refused = member.commit_request(&offsets).unwrap_err();
         assert!(matches!(refused, GroupError::NotStable { rebalancing: true, .. }), "{refused:?}");
         assert_eq!(ClientError::from(refused).code(), Some(ErrorCode::REBALANCE_IN_PROGRESS));

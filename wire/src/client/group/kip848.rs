@@ -410,6 +410,30 @@ impl std::error::Error for Kip848Error {
     }
 }
 
+impl From<Kip848Error> for crate::client::ClientError {
+    fn from(error: Kip848Error) -> Self {
+        use crate::client::ClientError;
+        let message = Some(error.to_string());
+        match error {
+            Kip848Error::Heartbeat { code, .. } => ClientError::Broker {
+                api: crate::protocol::ApiKey::CONSUMER_GROUP_HEARTBEAT,
+                code,
+                topic: None,
+                partition: None,
+                message,
+            },
+            Kip848Error::Commit { partition, code, .. } => ClientError::Broker {
+                api: crate::protocol::ApiKey::OFFSET_COMMIT,
+                code,
+                topic: Some(partition.topic),
+                partition: Some(partition.partition),
+                message,
+            },
+            Kip848Error::NotInGroup { .. } => ClientError::InvalidArgument { message: error.to_string() },
+        }
+    }
+}
+
 /// A fresh member id as the Java client makes it (KIP-1082): 16 random bytes printed as Kafka
 /// prints a UUID (URL-safe base64, 22 characters, never starting with `-`).
 pub fn random_member_id() -> String {

@@ -17,6 +17,7 @@ use super::metadata::TopicPartition;
 
 pub mod assignor;
 pub mod classic;
+pub(crate) mod driver;
 pub mod kip848;
 
 /// A member's subscription as the classic group's leader sees it (decoded from the member's
