@@ -112,10 +112,16 @@ impl OutputView {
     /// The committed continuous output of `topic` in the destination `dest`: the checkpoints in
     /// `_sluice/checkpoints.json` and the continuous segments below them. A segment that
     /// straddles a checkpoint is a broken invariant and panics.
+    /// A topic that a consumer group's workers write has its checkpoints in per-partition files
+    /// (`_sluice/partitions/<topic>/p<partition>.json`) instead.
     pub fn continuous(dest: &Path, topic: &str) -> OutputView {
-        let store = read_store(dest);
-        let section = &store["topics"][topic]["continuous"];
-        let certified = next_offsets(&section["partitions"]);
+        let certified = match shared_checkpoints(dest, topic) {
+            Some(certified) => certified,
+            None => {
+                let store = read_store(dest);
+                next_offsets(&store["topics"][topic]["continuous"]["partitions"])
+            }
+        };
         let mut view = OutputView { rows: BTreeMap::new(), certified };
         for (name, partition, first, last) in segments(dest, topic, None) {
             let next = view.certified.get(&partition).copied().unwrap_or(0);
@@ -145,6 +151,25 @@ impl OutputView {
     pub fn row_count(&self) -> usize {
         self.rows.values().map(Vec::len).sum()
     }
+}
+
+/// The certified next offsets of a topic written by a group, or `None` if it is not.
+fn shared_checkpoints(dest: &Path, topic: &str) -> Option<BTreeMap<i32, i64>> {
+    let dir = dest.join("_sluice/partitions").join(topic);
+    let entries = fs::read_dir(&dir).ok()?;
+    let mut certified = BTreeMap::new();
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("list {}: {e}", dir.display()));
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(partition) = name.strip_prefix('p').and_then(|rest| rest.strip_suffix(".json")) else { continue };
+        let partition: i32 = partition.parse().unwrap_or_else(|_| panic!("partition file name {name}"));
+        let bytes = fs::read(entry.path()).unwrap_or_else(|e| panic!("read {name}: {e}"));
+        let file: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{name} is not JSON: {e}"));
+        if let Some(next) = file["next_offset"]["next_offset"].as_i64() {
+            certified.insert(partition, next);
+        }
+    }
+    Some(certified)
 }
 
 fn read_store(dest: &Path) -> Value {

@@ -9,6 +9,9 @@
 //!   [`Client::create_partitions`], [`Client::delete_records`]). Cheap to clone.
 //! - [`Consumer`]: fetches the partitions you assign from their leaders, read_committed by
 //!   default, and returns [`PartitionBatch`]es of [`Record`]s.
+//! - [`GroupConsumer`]: a consumer whose partitions a consumer group assigns ([`GroupConfig`],
+//!   the classic protocol or KIP-848's by [`GroupProtocol`]); [`ConsumerEvent`]s say what was
+//!   assigned, revoked or lost between the records; commits carry the generation or epoch.
 //! - Configuration: [`ClientConfig`] (bootstrap, [`RetryPolicy`]), [`ConnectionConfig`]
 //!   (timeouts, [`TlsSettings`], [`SaslSettings`]) and [`FetchConfig`]. Each is a builder:
 //!   start from `new` or `default` and chain `with_*` calls.
@@ -16,8 +19,7 @@
 //!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
 //!   [`ErrorCode`]s.
 //!
-//! There is no consumer group and no idempotent or transactional producer: the caller assigns
-//! partitions and keeps its positions (the `sluice` connector checkpoints them itself).
+//! There is no idempotent or transactional producer yet.
 //!
 //! # Trying it
 //!
@@ -115,9 +117,10 @@
 //!
 //! # Cancel safety
 //!
-//! [`Consumer::poll`] is cancel-safe: dropping its future (in `tokio::select!`, or on a
-//! timeout) loses no record and leaves no partition stuck; the next call returns what the
-//! dropped one had already fetched. The [`Client`] calls are safe to drop in the sense that
+//! [`Consumer::poll`] and [`GroupConsumer::poll`] are cancel-safe: dropping the future (in
+//! `tokio::select!`, or on a timeout) loses no record, event or partition; the next call returns
+//! what the dropped one had already taken. [`GroupConsumer::commit`] is not: a dropped commit
+//! may or may not have reached the coordinator (commit again; commits are idempotent). The [`Client`] calls are safe to drop in the sense that
 //! they leave the client usable, but a dropped `produce` may or may not have been written.
 //!
 //! # Features

@@ -1,33 +1,4 @@
-//! The group consumer: a [`Consumer`] whose partitions a Kafka consumer group hands out.
-//!
-//! [`GroupConsumer::subscribe`] joins the group (the classic protocol or KIP-848's, chosen by
-//! [`GroupProtocol`]) in a background task that keeps the membership alive while the
-//! application processes records. [`GroupConsumer::poll`] returns, one at a time, what the
-//! application must act on: partitions assigned, revoked or lost, and records.
-//!
-//! # Revocation and loss
-//!
-//! - [`ConsumerEvent::Revoked`]: the partitions move to another member. Finish what was
-//!   returned for them and [`GroupConsumer::commit`] it *before the next `poll`*: the next
-//!   `poll` tells the group they are released, and only then may their new owner start. The
-//!   member still holds its generation, so the commit is accepted.
-//! - [`ConsumerEvent::Lost`]: the partitions already belong to someone else (this member was
-//!   fenced, or its session expired while it could not reach the coordinator). Stop at once and
-//!   commit nothing for them: the coordinator would refuse it, and the new owner's position wins.
-//!
-//! # Positions
-//!
-//! A newly assigned partition starts where [`GroupConsumer::seek`] puts it (called after
-//! [`ConsumerEvent::Assigned`] and before the next `poll`); else at the group's committed offset;
-//! else as [`OffsetReset`] says.
-//!
-//! # Cancel safety
-//!
-//! `poll` is cancel-safe: an event taken from the member task is handled before any later
-//! await, positions not yet resolved are resolved again by the next call, and fetching is the
-//! cancel-safe [`Consumer::poll`]. `commit` and `committed` are not: a dropped `commit` may or may
-//! not have reached the coordinator (call it again; a commit is idempotent). `close` should be
-//! awaited to leave the group at once; dropping the consumer leaves it in the background.
+//! The group consumer; see [`GroupConsumer`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -208,7 +179,61 @@ pub enum ConsumerEvent {
     Records(Vec<PartitionBatch>),
 }
 
-/// A consumer whose partitions a consumer group assigns. See the [module docs](self).
+/// The group consumer: a [`Consumer`] whose partitions a Kafka consumer group hands out.
+///
+/// ```no_run
+/// use std::collections::BTreeMap;
+/// use sluice_wire::{Client, ClientConfig, ConsumerEvent, FetchConfig, GroupConfig, GroupConsumer};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::connect(ClientConfig::new(["127.0.0.1:19092"])).await?;
+/// let group = GroupConfig::new("orders-loader");
+/// let mut consumer = GroupConsumer::subscribe(client, group, ["orders"], FetchConfig::default()).await?;
+/// loop {
+///     match consumer.poll().await? {
+///         ConsumerEvent::Records(batches) => {
+///             let mut done = BTreeMap::new();
+///             for batch in batches {
+///                 // ... process batch.records ...
+///                 done.insert(batch.topic_partition.clone(), batch.next_offset);
+///             }
+///             consumer.commit(&done).await?;
+///         }
+///         ConsumerEvent::Revoked(_) | ConsumerEvent::Lost(_) | ConsumerEvent::Assigned(_) => {}
+///         _ => {}
+///     }
+/// }
+/// # }
+/// ```
+///
+/// [`GroupConsumer::subscribe`] joins the group (the classic protocol or KIP-848's, chosen by
+/// [`GroupProtocol`]) in a background task that keeps the membership alive while the
+/// application processes records. [`GroupConsumer::poll`] returns, one at a time, what the
+/// application must act on: partitions assigned, revoked or lost, and records.
+///
+/// # Revocation and loss
+///
+/// - [`ConsumerEvent::Revoked`]: the partitions move to another member. Finish what was
+///   returned for them and [`GroupConsumer::commit`] it *before the next `poll`*: the next
+///   `poll` tells the group they are released, and only then may their new owner start. The
+///   member still holds its generation, so the commit is accepted.
+/// - [`ConsumerEvent::Lost`]: the partitions already belong to someone else (this member was
+///   fenced, or its session expired while it could not reach the coordinator). Stop at once and
+///   commit nothing for them: the coordinator would refuse it, and the new owner's position wins.
+///
+/// # Positions
+///
+/// A newly assigned partition starts where [`GroupConsumer::seek`] puts it (called after
+/// [`ConsumerEvent::Assigned`] and before the next `poll`); else at the group's committed offset;
+/// else as [`OffsetReset`] says.
+///
+/// # Cancel safety
+///
+/// `poll` is cancel-safe: an event taken from the member task is handled before any later
+/// await, positions not yet resolved are resolved again by the next call, and fetching is the
+/// cancel-safe [`Consumer::poll`]. `commit` and `committed` are not: a dropped `commit` may or may
+/// not have reached the coordinator (call it again; a commit is idempotent). `close` should be
+/// awaited to leave the group at once; dropping the consumer leaves it in the background.
 pub struct GroupConsumer {
     client: Client,
     consumer: Consumer,
@@ -372,6 +397,24 @@ impl GroupConsumer {
         }
     }
 
+    /// Like [`GroupConsumer::seek`], resuming with the leader epoch stored with the position, so
+    /// that a log truncated under it fails `poll` with [`ClientError::LogTruncated`] (see
+    /// [`Consumer::assign_at_epoch`]).
+    pub fn seek_at_epoch(&mut self, partition: &TopicPartition, offset: i64, last_fetched_epoch: i32) {
+        if self.assigned.contains(partition) {
+            self.unpositioned.remove(partition);
+            self.consumer.assign_at_epoch(partition.clone(), offset, last_fetched_epoch);
+        }
+    }
+
+    /// Requires an assigned partition's topic to keep `topic_id` (see [`Consumer::pin_topic_id`]);
+    /// call it after the seek.
+    pub fn pin_topic_id(&mut self, partition: &TopicPartition, topic_id: crate::TopicId) {
+        if self.assigned.contains(partition) {
+            self.consumer.pin_topic_id(partition, topic_id);
+        }
+    }
+
     /// The next thing to act on: an assignment change, or records. Also releases the partitions
     /// of a [`ConsumerEvent::Revoked`] returned by the previous call. Cancel-safe.
     ///
@@ -419,6 +462,21 @@ impl GroupConsumer {
         let (reply, answer) = oneshot::channel();
         self.command(Command::Commit { offsets: offsets.clone(), reply })?;
         answer.await.unwrap_or_else(|_| Err(self.stopped()))
+    }
+
+    /// Like [`GroupConsumer::commit`] without waiting for the answer: for offsets whose commit
+    /// only makes progress visible (lag in `kafka-consumer-groups.sh --describe`). A failure is
+    /// logged at debug level; a later commit covers it.
+    pub fn commit_in_background(&self, offsets: BTreeMap<TopicPartition, i64>) {
+        let (reply, answer) = oneshot::channel();
+        if self.command(Command::Commit { offsets, reply }).is_ok() {
+            let group = self.group_id.clone();
+            tokio::spawn(async move {
+                if let Ok(Err(error)) = answer.await {
+                    tracing::debug!(group = %group, "background offset commit failed: {error}");
+                }
+            });
+        }
     }
 
     /// The group's committed next offsets for these partitions; a partition with none is
