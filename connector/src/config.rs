@@ -34,7 +34,13 @@
 //! | field | meaning | default |
 //! | - | - | - |
 //! | `topics` | the default resources (topic names) | `[]` (discover) |
-//! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode | `earliest` |
+//! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode; with a group also `group` (the group's committed offset, else `earliest`) | `earliest` |
+//! | `group_id` | share the topics' partitions with other `sluice read --mode continuous` workers of this Kafka consumer group (without it, one process reads every partition) | none |
+//! | `group_id_prefix` | as `group_id`, the id being the prefix followed by the connection id; not with `group_id` | none |
+//! | `group_protocol` | `auto` (KIP-848's `consumer` protocol when the broker offers it, else `classic`), `classic` or `consumer` | `auto` |
+//! | `group_instance_id` | static membership (KIP-345): a stable id per worker, so that a restart within the session timeout keeps its partitions | none |
+//! | `group_session_timeout_ms` | how long a silent worker keeps its partitions (classic: sent to the broker; `consumer`: set it to the broker's `group.consumer.session.timeout.ms`) | `45000` |
+//! | `group_heartbeat_interval_ms` | the classic protocol's heartbeat interval (KIP-848's is the broker's) | `3000` |
 //! | `connection_id` | the stable source connection id (part of the incarnation); `[A-Za-z0-9._-]`, at most 128 | generated and stored by the destination on first use |
 //! | `epoch_max_records` | continuous mode cuts an epoch after this many records | `10000` |
 //! | `epoch_max_bytes` | ... or after this many payload bytes | `16777216` (16 MiB) |
@@ -93,6 +99,44 @@ pub struct Config {
     pub network: NetworkLimits,
     pub on_malformed: OnMalformed,
     pub destination_dir: PathBuf,
+    /// Continuous reads share partitions through this consumer group; `None`: direct
+    /// assignment of every partition.
+    pub group: Option<GroupSettings>,
+}
+
+/// How continuous workers share partitions through a Kafka consumer group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSettings {
+    pub id: GroupId,
+    pub protocol: GroupProtocolSetting,
+    pub instance_id: Option<String>,
+    pub session_timeout_ms: u64,
+    pub heartbeat_interval_ms: u64,
+}
+
+/// The group id, or how to derive it from the connection id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupId {
+    Fixed(String),
+    Prefix(String),
+}
+
+impl GroupId {
+    /// The group id for a connection.
+    pub fn resolve(&self, connection_id: &str) -> String {
+        match self {
+            GroupId::Fixed(id) => id.clone(),
+            GroupId::Prefix(prefix) => format!("{prefix}{connection_id}"),
+        }
+    }
+}
+
+/// `group_protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupProtocolSetting {
+    Auto,
+    Classic,
+    Consumer,
 }
 
 /// Why a configuration was rejected. `Display` says what to fix; it never contains a secret.
@@ -222,6 +266,8 @@ pub struct SaslConfig {
 pub enum StartPosition {
     Earliest,
     Latest,
+    /// The consumer group's committed offset, else the log start (needs a group).
+    Group,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +342,12 @@ const KNOWN_FIELDS: &[&str] = &[
     "retry_budget_ms",
     "on_malformed",
     "destination_dir",
+    "group_id",
+    "group_id_prefix",
+    "group_protocol",
+    "group_instance_id",
+    "group_session_timeout_ms",
+    "group_heartbeat_interval_ms",
     "preset",
     "namespace",
     "connection_string_env",
@@ -333,16 +385,18 @@ impl Config {
         let tls = fields.tls()?;
         let sasl = fields.sasl()?;
         let topics = fields.topics()?;
-        let start_position = match fields.string("start_position")?.as_deref() {
-            None | Some("earliest") => StartPosition::Earliest,
-            Some("latest") => StartPosition::Latest,
-            Some(other) => {
-                return Err(ConfigError::invalid(
+        let start_position =
+            match fields.string("start_position")?.as_deref() {
+                None | Some("earliest") => StartPosition::Earliest,
+                Some("latest") => StartPosition::Latest,
+                Some("group") => StartPosition::Group,
+                Some(other) => return Err(ConfigError::invalid(
                     "start_position",
-                    format!("`start_position` is \"{other}\": use \"earliest\" or \"latest\""),
-                ))
-            }
-        };
+                    format!(
+                        "`start_position` is \"{other}\": use \"earliest\", \"latest\" or (with `group_id`) \"group\""
+                    ),
+                )),
+            };
         let connection_id = fields.string("connection_id")?;
         if let Some(id) = &connection_id {
             if !is_connection_id(id) {
@@ -403,6 +457,14 @@ impl Config {
         };
         let destination_dir =
             PathBuf::from(fields.string("destination_dir")?.unwrap_or_else(|| "sluice-output".into()));
+        let group = fields.group()?;
+        if group.is_none() && start_position == StartPosition::Group {
+            return Err(ConfigError::invalid(
+                "start_position",
+                "`start_position` is \"group\" but no group is configured: set `group_id` (or `group_id_prefix`), \
+                 or use \"earliest\" or \"latest\"",
+            ));
+        }
 
         Ok(Config {
             brokers,
@@ -417,6 +479,7 @@ impl Config {
             network,
             on_malformed,
             destination_dir,
+            group,
         })
     }
 }
@@ -675,6 +738,73 @@ impl Fields {
                 format!("`{name}` must be a whole number from 1 to {max}; remove it for the default {default}"),
             )),
         }
+    }
+
+    /// `group_id` / `group_id_prefix` and the settings that only mean something with one.
+    fn group(&mut self) -> Result<Option<GroupSettings>, ConfigError> {
+        let fixed = self.string("group_id")?;
+        let prefix = self.string("group_id_prefix")?;
+        let protocol = self.string("group_protocol")?;
+        let instance_id = self.string("group_instance_id")?;
+        let day = 86_400_000;
+        let session_timeout_ms = self.positive("group_session_timeout_ms", 45_000, day)?;
+        let heartbeat_interval_ms = self.positive("group_heartbeat_interval_ms", 3_000, day)?;
+        let id = match (fixed, prefix) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "group_id_prefix",
+                    "both `group_id` and `group_id_prefix` are set: keep one",
+                ))
+            }
+            (Some(id), None) => GroupId::Fixed(id),
+            (None, Some(prefix)) => GroupId::Prefix(prefix),
+            (None, None) => {
+                let stray = [("group_protocol", protocol.is_some()), ("group_instance_id", instance_id.is_some())];
+                if let Some((field, _)) = stray.iter().find(|(_, set)| *set) {
+                    return Err(ConfigError::invalid(
+                        field,
+                        format!(
+                            "`{field}` is set but no group is: set `group_id` (or `group_id_prefix`), or remove it"
+                        ),
+                    ));
+                }
+                return Ok(None);
+            }
+        };
+        let (field, text) = match &id {
+            GroupId::Fixed(text) => ("group_id", text),
+            GroupId::Prefix(text) => ("group_id_prefix", text),
+        };
+        if text.is_empty() || text.len() > 200 || text.chars().any(char::is_control) {
+            return Err(ConfigError::invalid(field, format!("`{field}` must be 1 to 200 printable characters")));
+        }
+        let protocol = match protocol.as_deref() {
+            None | Some("auto") => GroupProtocolSetting::Auto,
+            Some("classic") => GroupProtocolSetting::Classic,
+            Some("consumer") => GroupProtocolSetting::Consumer,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    "group_protocol",
+                    format!("`group_protocol` is \"{other}\": use \"auto\", \"classic\" or \"consumer\""),
+                ))
+            }
+        };
+        if instance_id.as_deref() == Some("") {
+            return Err(ConfigError::invalid(
+                "group_instance_id",
+                "`group_instance_id` is empty: give each worker its own stable id, or remove it",
+            ));
+        }
+        if heartbeat_interval_ms >= session_timeout_ms {
+            return Err(ConfigError::invalid(
+                "group_heartbeat_interval_ms",
+                format!(
+                    "`group_heartbeat_interval_ms` ({heartbeat_interval_ms}) must be below `group_session_timeout_ms` \
+                     ({session_timeout_ms}); a third of it is usual"
+                ),
+            ));
+        }
+        Ok(Some(GroupSettings { id, protocol, instance_id, session_timeout_ms, heartbeat_interval_ms }))
     }
 
     fn string_list(&mut self, name: &str) -> Result<Option<Vec<String>>, ConfigError> {
@@ -964,6 +1094,47 @@ mod tests {
     }
 
     #[test]
+    fn group_settings() {
+        assert_eq!(parse(r#"{"brokers": ["b:1"]}"#).unwrap().group, None);
+        let config = parse(
+            r#"{"brokers": ["b:1"], "group_id": "loaders", "group_protocol": "classic", "group_instance_id": "w1",
+                "group_session_timeout_ms": 6000, "group_heartbeat_interval_ms": 500, "start_position": "group"}"#,
+        )
+        .unwrap();
+        assert_eq!(config.start_position, StartPosition::Group);
+        assert_eq!(
+            config.group,
+            Some(GroupSettings {
+                id: GroupId::Fixed("loaders".into()),
+                protocol: GroupProtocolSetting::Classic,
+                instance_id: Some("w1".into()),
+                session_timeout_ms: 6000,
+                heartbeat_interval_ms: 500,
+            })
+        );
+        let prefixed = parse(r#"{"brokers": ["b:1"], "group_id_prefix": "sluice-"}"#).unwrap().group.unwrap();
+        assert_eq!(prefixed.id.resolve("conn-7"), "sluice-conn-7");
+        assert_eq!(prefixed.protocol, GroupProtocolSetting::Auto);
+        assert_eq!((prefixed.session_timeout_ms, prefixed.heartbeat_interval_ms), (45_000, 3_000));
+
+        assert!(rejection(r#"{"brokers": ["b:1"], "group_id": "a", "group_id_prefix": "b"}"#)
+            .starts_with("both `group_id` and `group_id_prefix` are set"));
+        assert!(rejection(r#"{"brokers": ["b:1"], "start_position": "group"}"#)
+            .starts_with("`start_position` is \"group\" but no group is configured"));
+        assert!(rejection(r#"{"brokers": ["b:1"], "group_protocol": "consumer"}"#)
+            .starts_with("`group_protocol` is set but no group is"));
+        assert!(rejection(r#"{"brokers": ["b:1"], "group_id": "g", "group_protocol": "new"}"#)
+            .starts_with("`group_protocol` is \"new\""));
+        assert!(rejection(r#"{"brokers": ["b:1"], "group_id": ""}"#).starts_with("`group_id` must be 1 to 200"));
+        assert!(rejection(r#"{"brokers": ["b:1"], "group_id": "g", "group_instance_id": ""}"#)
+            .starts_with("`group_instance_id` is empty"));
+        assert!(rejection(
+            r#"{"brokers": ["b:1"], "group_id": "g", "group_session_timeout_ms": 3000, "group_heartbeat_interval_ms": 3000}"#
+        )
+        .starts_with("`group_heartbeat_interval_ms` (3000) must be below"));
+    }
+
+    #[test]
     fn retry_max_attempts_points_to_the_budget() {
         assert_eq!(
             rejection(r#"{"brokers": ["b:1"], "retry_backoff_max_ms": 500, "retry_max_attempts": 1000}"#),
@@ -1104,8 +1275,9 @@ mod tests {
 
     #[test]
     fn other_field_checks() {
-        assert!(rejection(r#"{"brokers": ["a:1"], "start_position": "beginning"}"#)
-            .starts_with("`start_position` is \"beginning\": use \"earliest\" or \"latest\""));
+        assert!(rejection(r#"{"brokers": ["a:1"], "start_position": "beginning"}"#).starts_with(
+            "`start_position` is \"beginning\": use \"earliest\", \"latest\" or (with `group_id`) \"group\""
+        ));
         assert!(rejection(r#"{"brokers": ["a:1"], "on_malformed": "skip"}"#).starts_with("`on_malformed` is \"skip\""));
         assert!(rejection(r#"{"brokers": ["a:1"], "fetch_max_bytes": 0}"#)
             .starts_with("`fetch_max_bytes` must be a whole number from 1 to 2147483647"));

@@ -61,7 +61,9 @@
 //! committed output. A bounded `append` run adds a new run's segments, so (as with other
 //! bounded-append connectors) rereading the retained log duplicates earlier runs' records by design.
 //!
-//! One process writes a destination directory at a time; nothing enforces that yet.
+//! One process writes a topic's continuous output in a directory at a time, unless the
+//! workers share it through a consumer group: then per-partition checkpoints with fences take
+//! over ([`shared`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -76,6 +78,9 @@ use crate::checkpoint::{Incarnation, IncarnationMismatch, Mode, NextOffset};
 use crate::config::is_valid_topic_name;
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, Schema};
+
+pub mod shared;
+pub use shared::{Claim, SharedDestination};
 
 /// A destination for rows and certificates. See the module docs for the call order.
 pub trait Destination {
@@ -151,15 +156,50 @@ pub struct CertifiedCheckpoints {
 /// Why the destination could not do its part. `Display` names the path or topic and the remedy.
 #[derive(Debug)]
 pub enum DestinationError {
-    Io { action: &'static str, path: PathBuf, error: io::Error },
-    CorruptStore { path: PathBuf, detail: String },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        error: io::Error,
+    },
+    CorruptStore {
+        path: PathBuf,
+        detail: String,
+    },
     Incarnation(Box<IncarnationMismatch>),
-    InvalidTopic { topic: String },
-    NoActiveRun { topic: String },
-    SchemaChanged { topic: String, path: PathBuf },
-    CheckpointRegression { topic: String, partition: i32, certified: i64, requested: i64 },
-    SegmentStraddlesCheckpoint { path: PathBuf, next_offset: i64 },
-    InvalidEpoch { topic: String, detail: String },
+    InvalidTopic {
+        topic: String,
+    },
+    NoActiveRun {
+        topic: String,
+    },
+    SchemaChanged {
+        topic: String,
+        path: PathBuf,
+    },
+    CheckpointRegression {
+        topic: String,
+        partition: i32,
+        certified: i64,
+        requested: i64,
+    },
+    SegmentStraddlesCheckpoint {
+        path: PathBuf,
+        next_offset: i64,
+    },
+    InvalidEpoch {
+        topic: String,
+        detail: String,
+    },
+    /// Another worker of the group owns the partition now: this worker must stop it.
+    Fenced {
+        topic: String,
+        partition: i32,
+        detail: String,
+    },
+    /// A read without a group on a topic a group writes.
+    SharedTopic {
+        topic: String,
+    },
 }
 
 impl fmt::Display for DestinationError {
@@ -203,6 +243,17 @@ impl fmt::Display for DestinationError {
             DestinationError::InvalidEpoch { topic, detail } => {
                 write!(f, "topic {topic}: invalid epoch ({detail}; this is a bug in the caller)")
             }
+            DestinationError::Fenced { topic, partition, detail } => write!(
+                f,
+                "topic {topic} partition {partition} belongs to another worker of the group now ({detail}); this \
+                 worker stops it without certifying (the new owner reads on from the last certified position)"
+            ),
+            DestinationError::SharedTopic { topic } => write!(
+                f,
+                "topic {topic} in this destination is written by a consumer group (its checkpoints are per \
+                 partition in _sluice/partitions/{topic}); read it with the same `group_id`, or use a new \
+                 destination directory"
+            ),
         }
     }
 }
@@ -401,6 +452,9 @@ impl Destination for LocalDirectory {
         let mut store = self.load_store()?;
         let state = store.topics.entry(topic.to_string()).or_default();
         let (positions, run) = match kind {
+            RunKind::Continuous if self.is_shared(topic) => {
+                return Err(DestinationError::SharedTopic { topic: topic.to_string() });
+            }
             RunKind::Continuous => {
                 let positions = match &state.continuous {
                     Some(stored) => {
@@ -482,24 +536,7 @@ impl Destination for LocalDirectory {
 
     fn write_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
         let active = self.active(topic)?;
-        let invalid = |detail: String| DestinationError::InvalidEpoch { topic: topic.to_string(), detail };
-        if epoch.first_offset < 0 || epoch.first_offset > epoch.last_offset {
-            return Err(invalid(format!("offsets [{}, {}]", epoch.first_offset, epoch.last_offset)));
-        }
-        let coordinates = epoch
-            .rows
-            .coordinates()
-            .iter()
-            .copied()
-            .chain(epoch.dead_letters.iter().map(|letter| (letter.partition, letter.offset)));
-        for (partition, offset) in coordinates {
-            if partition != epoch.partition || offset < epoch.first_offset || offset > epoch.last_offset {
-                return Err(invalid(format!(
-                    "record at partition {partition} offset {offset} is outside partition {} offsets [{}, {}]",
-                    epoch.partition, epoch.first_offset, epoch.last_offset
-                )));
-            }
-        }
+        check_epoch(topic, epoch)?;
         let name = SegmentName {
             run: active.run,
             partition: epoch.partition,
@@ -621,6 +658,29 @@ impl SegmentName {
     }
 }
 
+/// An epoch's offsets are a range, and every row and dead letter is of its partition and in it.
+fn check_epoch(topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
+    let invalid = |detail: String| DestinationError::InvalidEpoch { topic: topic.to_string(), detail };
+    if epoch.first_offset < 0 || epoch.first_offset > epoch.last_offset {
+        return Err(invalid(format!("offsets [{}, {}]", epoch.first_offset, epoch.last_offset)));
+    }
+    let coordinates = epoch
+        .rows
+        .coordinates()
+        .iter()
+        .copied()
+        .chain(epoch.dead_letters.iter().map(|letter| (letter.partition, letter.offset)));
+    for (partition, offset) in coordinates {
+        if partition != epoch.partition || offset < epoch.first_offset || offset > epoch.last_offset {
+            return Err(invalid(format!(
+                "record at partition {partition} offset {offset} is outside partition {} offsets [{}, {}]",
+                epoch.partition, epoch.first_offset, epoch.last_offset
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn join_lines(lines: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
     let mut out = Vec::new();
     for line in lines {
@@ -690,15 +750,15 @@ fn generate_connection_id() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::rows::{Column, ColumnType, RecordRef, Row, RowDecoder};
 
     /// A fresh directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
+    pub(crate) struct TempDir(pub(crate) PathBuf);
 
     impl TempDir {
-        fn new(name: &str) -> TempDir {
+        pub(crate) fn new(name: &str) -> TempDir {
             let path = std::env::temp_dir().join(format!("sluice-test-{name}-{}", std::process::id()));
             let _ = fs::remove_dir_all(&path);
             fs::create_dir_all(&path).unwrap();
@@ -712,12 +772,12 @@ mod tests {
         }
     }
 
-    fn incarnation(topic_id: &str) -> Incarnation {
+    pub(crate) fn incarnation(topic_id: &str) -> Incarnation {
         Incarnation { connection_id: "c1".into(), cluster_id: "k1".into(), topic_id: topic_id.into() }
     }
 
     /// Rows for `partition` at each offset in `offsets`, payload `{"n": offset}`.
-    fn rows(partition: i32, offsets: impl IntoIterator<Item = i64>) -> RowLines {
+    pub(crate) fn rows(partition: i32, offsets: impl IntoIterator<Item = i64>) -> RowLines {
         let mut decoder = RowDecoder::new("orders", incarnation("t1"));
         offsets
             .into_iter()
@@ -743,16 +803,16 @@ mod tests {
         Schema::Object(vec![Column { name: "n".into(), column_type: ColumnType::Number }])
     }
 
-    fn epoch<'a>(partition: i32, first: i64, last: i64, rows: &'a RowLines) -> Epoch<'a> {
+    pub(crate) fn epoch<'a>(partition: i32, first: i64, last: i64, rows: &'a RowLines) -> Epoch<'a> {
         Epoch { partition, first_offset: first, last_offset: last, rows, dead_letters: &[] }
     }
 
-    fn positions(entries: &[(i32, i64)]) -> BTreeMap<i32, NextOffset> {
+    pub(crate) fn positions(entries: &[(i32, i64)]) -> BTreeMap<i32, NextOffset> {
         entries.iter().map(|&(p, n)| (p, NextOffset::at(n))).collect()
     }
 
     /// Every (partition, offset) in the topic's segments, sorted, duplicates kept.
-    fn output(root: &Path, topic: &str) -> Vec<(i64, i64)> {
+    pub(crate) fn output(root: &Path, topic: &str) -> Vec<(i64, i64)> {
         let mut out = Vec::new();
         let Ok(entries) = fs::read_dir(root.join(topic).join("segments")) else {
             return out;
@@ -768,7 +828,7 @@ mod tests {
         out
     }
 
-    fn segment_names(root: &Path, topic: &str) -> Vec<String> {
+    pub(crate) fn segment_names(root: &Path, topic: &str) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(root.join(topic).join("segments"))
             .map(|entries| entries.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();

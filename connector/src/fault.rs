@@ -15,7 +15,7 @@
 //! | `file.synced` | ... fsynced, not yet renamed into place |
 //! | `file.renamed` | ... renamed into place, directory not yet fsynced |
 //! | `epoch.written` | an epoch's segment is in place, its checkpoint not yet certified |
-//! | `epoch.certified` | the checkpoint is certified, the read loop has not moved on |
+//! | `epoch.certified` | the checkpoint is certified, the writer has not yet reported it to the read loop |
 //! | `run.begun` | a topic's run is recorded (bounded: earlier output cleared), nothing read yet |
 //! | `run.finishing` | a bounded run read everything, `finish_run` not yet called |
 
@@ -50,7 +50,9 @@ mod armed {
 }
 
 /// Marks a crash point (see the module docs). Does nothing unless built with `fault-points` and
-/// armed through [`ENV`].
+/// armed through [`ENV`]. The `file.*` and `epoch.*` points are reached on the read loop's
+/// writer thread (`read.rs`); the count is per process, so `<name>:<n>` means the same step
+/// whichever thread reaches it, and `abort` ends every thread at once, as `kill -9` does.
 #[inline(always)]
 pub fn point(name: &'static str) {
     #[cfg(feature = "fault-points")]

@@ -14,12 +14,39 @@
 //! 3. Certify every partition's initial frontier (idle ones too) before reading anything.
 //! 4. Fetch (read_committed, always), turn records into rows, and cut epochs per partition:
 //!    bounded at the window end (and by the epoch size limits, to bound memory); continuous by
-//!    records, bytes or time; either, early, when the rows waiting in all partitions pass 16 MiB
-//!    (the largest partition's epoch is written). Each epoch is written (temp file, fsync, rename) and only then
-//!    certified with `next_offset` = the fetch position after it (gaps from compaction and
-//!    transaction markers included).
-//! 5. Bounded runs finish when every partition reached its window end; continuous runs when
-//!    asked to stop (SIGINT/SIGTERM), after writing and certifying the epoch in progress.
+//!    records, bytes or time; either, early, to keep the rendered rows within 16 MiB (see
+//!    [`MAX_BUFFERED_BYTES`]). A cut epoch goes to the writer thread (see below), which writes
+//!    it (temp file, fsync, rename) and only then certifies it with `next_offset` = the fetch
+//!    position after it (gaps from compaction and transaction markers included).
+//! 5. Bounded runs finish when every partition reached its window end and the writer has
+//!    certified everything; continuous runs when asked to stop (SIGINT/SIGTERM), after writing
+//!    and certifying the epochs in progress.
+//!
+//! # The writer thread
+//!
+//! Writing an epoch means two fsyncs for its segment and two for the checkpoint store; a read
+//! loop that did them itself spent most of a bounded read's wall time waiting on the disk with
+//! nothing fetched. So steps 4 and 5 are a pipeline: the read loop fetches, decodes and renders,
+//! and hands each cut epoch to one writer thread ([`Writer`]) that owns the destination for the
+//! rest of the run. The crash argument does not change, because the writer does exactly what the
+//! loop did, in the same order, one command at a time:
+//!
+//! - commands are a FIFO queue, so a topic's schema is stored before its first epoch and the
+//!   epochs of a partition are written and certified in the order they were cut;
+//! - each epoch is written (dead letters, rows) and only then certified, by the same thread, so
+//!   nothing is certified for data that is not durably written; a queued epoch that a crash
+//!   loses was never certified, and the rerun reads it again;
+//! - the first destination error stops the writer: it reports the error and ends, so nothing
+//!   after a failed epoch is written or certified. The read loop waits on the writer's reports
+//!   in the same `select!` as the fetch, so it hears of the error (or of a writer that died)
+//!   while a fetch is in flight, and fails the run with the destination's own error;
+//! - however the loop ends (finished, stopped, or failed), the run waits for the writer to
+//!   write and certify everything handed to it before it returns, so a failed run has certified
+//!   exactly what the old loop would have: every epoch cut before the failure. Bounded runs call
+//!   `finish_run`, and continuous runs report how far they got, only after that.
+//!
+//! Rendered rows wait in memory in two places, the epochs being filled and the epochs queued for
+//! the writer; [`MAX_BUFFERED_BYTES`] bounds both together.
 //!
 //! A row that does not fit the schema fails the run before its epoch is certified (or, with
 //! `on_malformed: dead_letter`, is set aside in the epoch's dead-letter file). Retention loss,
@@ -41,7 +68,7 @@ use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
 use crate::row_lines::RowLines;
-use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, TimestampType};
+use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};
 use sluice_wire::{SaslCredentials, SaslSettings, TlsError, TlsField, TlsSettings};
 
 /// Bounded or continuous.
@@ -130,6 +157,10 @@ pub enum ReadError {
     LogTruncated { topic: String, partition: i32, position: i64, end_offset: i64 },
     /// A bounded run was stopped (SIGINT/SIGTERM) before it read its whole window.
     BoundedRunStopped,
+    /// The thread writing epochs ended without reporting an error (it panicked: a bug).
+    WriterDied,
+    /// The thread writing epochs could not be started.
+    WriterThread(std::io::Error),
 }
 
 impl std::fmt::Display for ReadError {
@@ -175,6 +206,11 @@ impl std::fmt::Display for ReadError {
                 "the bounded run was stopped before it read its whole window; it is not finished, and the next \
                  bounded run discards its output: run it again to completion",
             ),
+            ReadError::WriterDied => f.write_str(
+                "the thread writing epochs to the destination stopped unexpectedly (a bug in Sluice); nothing it \
+                 had not written was certified, so the next run resumes from the last certified position",
+            ),
+            ReadError::WriterThread(_) => f.write_str("cannot start the thread that writes to the destination"),
             ReadError::PartitionsChanged { topic, before, after } => write!(
                 f,
                 "topic {topic} changed from {before} to {after} partitions during the session; everything read \
@@ -191,6 +227,7 @@ impl std::error::Error for ReadError {
             ReadError::Client(error) => Some(error),
             ReadError::Destination(error) => Some(error),
             ReadError::Row(error) => Some(error),
+            ReadError::WriterThread(error) => Some(error),
             _ => None,
         }
     }
@@ -249,10 +286,16 @@ impl StopSignal {
 /// How often a continuous session checks the topics' partitions and ids.
 const MEMBERSHIP_CHECK: Duration = Duration::from_secs(5);
 
-/// The most bytes of rendered rows held for epochs not yet written, across all partitions (one
-/// row may go past it). Past it the partition holding the most is written and certified early.
-/// The epoch limits alone bound each partition, not their sum: a 64-partition topic of 1 KiB
-/// rows held 64 epochs of 10,000 rows (886 MiB peak RSS) before this.
+/// The most bytes of rendered rows held for epochs not yet written, across all partitions and
+/// the writer's queue (one row may go past it). The epoch limits alone bound each partition, not
+/// their sum: a 64-partition topic of 1 KiB rows held 64 epochs of 10,000 rows (886 MiB peak
+/// RSS) before this.
+///
+/// Past it, the read loop first makes sure the writer has work, cutting the largest epoch being
+/// filled while less than half the budget is queued, and then waits for the writer to certify
+/// queued epochs until the total is back under the budget. Waiting rather than always cutting
+/// keeps epochs large while the disk is the slower side; cutting while the queue is short keeps
+/// the writer busy while the loop fetches.
 const MAX_BUFFERED_BYTES: usize = 16 * 1024 * 1024;
 
 /// Connects with the configured brokers, TLS, SASL and retry policy.
@@ -334,7 +377,7 @@ pub async fn read(
         }
     };
     progress(&session.progress);
-    session.run(&client, config, &mut destination, stop, progress).await?;
+    session.run(&client, config, destination, stop, progress).await?;
     Ok(session.progress)
 }
 
@@ -392,7 +435,12 @@ struct TopicRun {
 
 /// One partition of a run: the certified position and the epoch being collected.
 struct PartitionRun {
+    /// The position the writer has certified.
     certified: i64,
+    /// The first offset of the epoch being collected: every offset below it is in an epoch
+    /// handed to the writer (certified, or queued to be). Equal to `certified` when nothing of
+    /// the partition is queued.
+    cut: i64,
     /// Fetch position after the records collected so far.
     fetched: i64,
     /// Leader epoch of the last batch fetched (-1 unknown), certified with the position. It is
@@ -411,6 +459,7 @@ impl PartitionRun {
     fn new(position: i64, epoch: i32, end: Option<i64>) -> Self {
         PartitionRun {
             certified: position,
+            cut: position,
             fetched: position,
             fetched_epoch: epoch,
             end,
@@ -421,8 +470,10 @@ impl PartitionRun {
         }
     }
 
+    /// Whether the whole bounded window is read and handed to the writer (not necessarily
+    /// certified yet: [`Session::run`] waits for the writer before finishing).
     fn done(&self) -> bool {
-        self.end.is_some_and(|end| self.certified >= end)
+        self.end.is_some_and(|end| self.cut >= end)
     }
 }
 
@@ -432,7 +483,17 @@ struct Session {
     consumer: Consumer,
     progress: ReadProgress,
     /// Bytes of rendered rows in all partitions' current epochs; see [`MAX_BUFFERED_BYTES`].
-    buffered: usize,
+    open: usize,
+    /// Bytes of rendered rows in epochs handed to the writer and not yet certified.
+    queued: usize,
+}
+
+/// How the read loop ended when it did not fail.
+enum LoopEnd {
+    /// Bounded: every window is read and handed to the writer.
+    Finished,
+    /// Asked to stop; every epoch in progress is handed to the writer.
+    Stopped,
 }
 
 impl Session {
@@ -505,7 +566,9 @@ impl Session {
                         let (position, epoch) = match certified.get(&tp.partition) {
                             Some(next) => (next.offset, next.leader_epoch.unwrap_or(-1)),
                             None => match config.start_position {
-                                StartPosition::Earliest => (log_start, -1),
+                                // `group` needs a group (the config refuses it without one),
+                                // and a group read starts partitions on assignment instead.
+                                StartPosition::Earliest | StartPosition::Group => (log_start, -1),
                                 StartPosition::Latest => (stable, -1),
                             },
                         };
@@ -566,27 +629,83 @@ impl Session {
                 index: progress.topics.len() - 1,
             });
         }
-        Ok(Session { mode: options.mode, topics, consumer, progress, buffered: 0 })
+        Ok(Session { mode: options.mode, topics, consumer, progress, open: 0, queued: 0 })
     }
 
-    /// Steps 4 and 5.
+    /// Steps 4 and 5: the read loop with its writer thread, then the end of the run.
     async fn run(
         &mut self,
         client: &Client,
         config: &Config,
-        destination: &mut LocalDirectory,
+        destination: LocalDirectory,
         stop: &StopSignal,
         progress: &mut dyn FnMut(&ReadProgress),
     ) -> Result<(), ReadError> {
+        let mut writer = Writer::start(destination)?;
+        let ended = self.read_loop(client, config, &mut writer, stop, progress).await;
+        // Whichever way the loop ended, what it handed to the writer is written and certified
+        // before the run returns: an epoch is cut only when everything in it was read, so it is
+        // good data even when the run then fails (the old loop had certified it by then too).
+        let closed = writer.close(|certified| self.certified(certified)).await;
+        progress(&self.progress);
+        let mut destination = match (ended, closed) {
+            (Ok(end), Ok(Some(mut destination))) => match end {
+                LoopEnd::Finished => destination,
+                LoopEnd::Stopped if self.mode == ReadMode::Bounded => {
+                    // Not `finish_run`: an unfinished bounded run is discarded by the next one,
+                    // while a finished one would pass for the whole window.
+                    return Err(ReadError::BoundedRunStopped);
+                }
+                LoopEnd::Stopped => {
+                    for topic in &self.topics {
+                        destination.finish_run(&topic.name)?;
+                    }
+                    self.progress.stopped = true;
+                    progress(&self.progress);
+                    tracing::info!("continuous run stopped; everything read is certified");
+                    return Ok(());
+                }
+            },
+            (Err(error), Ok(_)) => return Err(error),
+            // The loop found the writer gone when queueing; `close` has its reason.
+            (Err(ReadError::WriterDied), Err(reason)) => return Err(reason),
+            (Err(error), Err(later)) => {
+                // The first failure is the run's error; a second one (the destination failing
+                // while the writer drained its queue) is logged, not lost.
+                tracing::error!(
+                    "while the run was failing, the destination failed too: {}",
+                    crate::cli::error_report(&later)
+                );
+                return Err(error);
+            }
+            (Ok(_), Err(error)) => return Err(error),
+            // The writer only ends without its destination after reporting an error, which
+            // the loop or `close` has returned; a writer that died says so in `close`.
+            (Ok(_), Ok(None)) => return Err(ReadError::WriterDied),
+        };
+        // Bounded and finished: every epoch up to each window end is certified now.
+        crate::fault::point("run.finishing");
+        for topic in &self.topics {
+            destination.finish_run(&topic.name)?;
+        }
+        tracing::info!("bounded run finished: every partition reached its window end");
+        Ok(())
+    }
+
+    /// Fetches, renders and cuts epochs until the bounded windows are read, a stop is asked
+    /// for, or something fails; the writer certifies in the background.
+    async fn read_loop(
+        &mut self,
+        client: &Client,
+        config: &Config,
+        writer: &mut Writer<LocalDirectory>,
+        stop: &StopSignal,
+        progress: &mut dyn FnMut(&ReadProgress),
+    ) -> Result<LoopEnd, ReadError> {
         let mut last_membership_check = Instant::now();
         loop {
             if self.mode == ReadMode::Bounded && self.topics.iter().all(|t| t.partitions.values().all(|p| p.done())) {
-                crate::fault::point("run.finishing");
-                for topic in &self.topics {
-                    destination.finish_run(&topic.name)?;
-                }
-                tracing::info!("bounded run finished: every partition reached its window end");
-                return Ok(());
+                return Ok(LoopEnd::Finished);
             }
             if stop.is_stopped() {
                 match self.mode {
@@ -595,25 +714,23 @@ impl Session {
                         tracing::info!("stop requested: writing and certifying the epochs in progress")
                     }
                 }
-                self.flush_all(destination)?;
-                if self.mode == ReadMode::Bounded {
-                    // Not `finish_run`: an unfinished bounded run is discarded by the next one,
-                    // while a finished one would pass for the whole window.
-                    return Err(ReadError::BoundedRunStopped);
-                }
-                for topic in &self.topics {
-                    destination.finish_run(&topic.name)?;
-                }
-                self.progress.stopped = true;
-                progress(&self.progress);
-                tracing::info!("continuous run stopped; everything read is certified");
-                return Ok(());
+                self.cut_all(writer)?;
+                return Ok(LoopEnd::Stopped);
             }
             // A stop must not wait for `poll`, which rides out an outage for as long as the retry
-            // budget lasts. Dropping the poll future is fine: the session ends right after.
+            // budget lasts; nor must a writer's failure. `poll` is cancel-safe (records it has
+            // decoded stay in the consumer for the next call), so the writer's reports, one per
+            // certified epoch, may interrupt it. Biased: a stop or a writer error wins over a
+            // response that is ready at the same time.
             let polled = tokio::select! {
-                polled = self.consumer.poll() => polled,
+                biased;
                 () = stop.stopped() => continue,
+                certified = writer.next() => {
+                    self.certified(certified?);
+                    progress(&self.progress);
+                    continue;
+                }
+                polled = self.consumer.poll() => polled,
             };
             let batches = match polled {
                 Ok(batches) => batches,
@@ -625,8 +742,9 @@ impl Session {
                         "offset {offset} of {topic}-{partition} is out of range; certifying what was read before \
                          failing the run"
                     );
-                    // What was read before the loss is good data: write and certify it first.
-                    self.flush_all(destination)?;
+                    // What was read before the loss is good data: write and certify it first
+                    // (`run` waits for the writer before returning the error).
+                    self.cut_all(writer)?;
                     let tp = TopicPartition::new(&topic, partition);
                     let earliest = client
                         .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Earliest, IsolationLevel::ReadCommitted)
@@ -638,7 +756,7 @@ impl Session {
             };
             let mut changed = false;
             for batch in batches {
-                changed |= self.collect(config, destination, batch)?;
+                changed |= self.collect(config, writer, batch).await?;
             }
             // Cut epochs: bounded at the window end, continuous by time (size cuts happen in
             // `collect`).
@@ -646,7 +764,7 @@ impl Session {
             let mut cut = Vec::new();
             for (t, topic) in self.topics.iter().enumerate() {
                 for (p, run) in &topic.partitions {
-                    if run.fetched <= run.certified {
+                    if run.fetched <= run.cut {
                         continue;
                     }
                     let at_end = run.end.is_some_and(|end| run.fetched >= end);
@@ -658,29 +776,29 @@ impl Session {
                 }
             }
             for (t, p) in cut {
-                self.flush(destination, t, p)?;
-                changed = true;
+                self.cut(writer, t, p)?;
             }
             if changed {
                 progress(&self.progress);
             }
             if self.mode == ReadMode::Continuous && last_membership_check.elapsed() >= MEMBERSHIP_CHECK {
                 last_membership_check = Instant::now();
-                self.check_membership(client, destination).await?;
+                self.check_membership(client, writer).await?;
             }
         }
     }
 
     /// Turns a fetched batch into rows of the partition's current epoch, cutting an epoch as
     /// soon as it reaches the record or byte limit (inside a batch too: epochs may end anywhere,
-    /// gaps are fine). Returns whether the position moved.
+    /// gaps are fine), and waiting for the writer when the rendered rows pass the budget.
+    /// Returns whether the position moved.
     // `t` (and `topic.index`) index this session's own topic lists, found by position in them
     // in the same call; nothing from a broker or a record picks them.
     #[allow(clippy::indexing_slicing)]
-    fn collect(
+    async fn collect(
         &mut self,
         config: &Config,
-        destination: &mut LocalDirectory,
+        writer: &mut Writer<LocalDirectory>,
         batch: sluice_wire::PartitionBatch,
     ) -> Result<bool, ReadError> {
         let tp = &batch.topic_partition;
@@ -716,13 +834,13 @@ impl Session {
             };
             let topic = &mut self.topics[t];
             let Some(run) = topic.partitions.get_mut(&p) else { return Ok(false) };
-            if run.fetched == run.certified {
+            if run.fetched == run.cut {
                 run.started = Instant::now();
             }
             run.bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
             let rendered = run.rows.bytes().len();
             match topic.decoder.decode_into(&record_ref, &mut run.rows) {
-                Ok(_) => self.buffered += run.rows.bytes().len() - rendered,
+                Ok(_) => self.open += run.rows.bytes().len() - rendered,
                 Err(error) => match config.on_malformed {
                     OnMalformed::Fail => return Err(ReadError::Row(error)),
                     OnMalformed::DeadLetter => {
@@ -735,13 +853,12 @@ impl Session {
             let full =
                 (run.rows.len() + run.dead_letters.len()) as u64 >= limits.max_records || run.bytes >= limits.max_bytes;
             if full {
-                self.flush(destination, t, p)?;
-            } else if self.buffered > MAX_BUFFERED_BYTES {
-                self.flush_largest(destination)?;
+                self.cut(writer, t, p)?;
             }
+            self.keep_within_budget(writer).await?;
         }
         let Some(run) = self.topics[t].partitions.get_mut(&p) else { return Ok(false) };
-        if run.fetched == run.certified {
+        if run.fetched == run.cut {
             run.started = Instant::now();
         }
         // Past the last record: gaps, aborted batches and control markers count as read.
@@ -753,66 +870,79 @@ impl Session {
         Ok(true)
     }
 
-    /// Writes partition `p` of topic `t`'s current epoch, then certifies it.
+    /// Keeps the rendered rows (being filled and queued) within [`MAX_BUFFERED_BYTES`]: cuts the
+    /// largest epoch being filled while less than half the budget is queued (so the writer has
+    /// work), else waits for the writer to certify a queued epoch.
+    async fn keep_within_budget(&mut self, writer: &mut Writer<LocalDirectory>) -> Result<(), ReadError> {
+        while self.open + self.queued > MAX_BUFFERED_BYTES {
+            if self.queued < MAX_BUFFERED_BYTES / 2 && self.open > 0 {
+                self.cut_largest(writer)?;
+            } else {
+                // `queued` is more than half the budget here, so an epoch is on its way.
+                let certified = writer.next().await?;
+                self.certified(certified);
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands partition `p` of topic `t`'s current epoch to the writer, which writes it and then
+    /// certifies it (see the module docs); the partition starts a new epoch.
     // `t` (and `topic.index`) index this session's own topic lists, found by position in them
     // in the same call; nothing from a broker or a record picks them.
-    #[allow(clippy::indexing_slicing)]
-    fn flush(&mut self, destination: &mut LocalDirectory, t: usize, p: i32) -> Result<(), ReadError> {
+    fn cut(&mut self, writer: &mut Writer<LocalDirectory>, t: usize, p: i32) -> Result<(), ReadError> {
         let Some(topic) = self.topics.get_mut(t) else { return Ok(()) };
         let Some(run) = topic.partitions.get_mut(&p) else { return Ok(()) };
-        if run.fetched <= run.certified {
+        if run.fetched <= run.cut {
             return Ok(());
         }
         if !topic.schema_written {
             if let Some(schema) = topic.decoder.schema() {
-                destination.write_schema(&topic.name, schema)?;
+                // Queued before the epoch, so stored before it (the queue is FIFO).
+                writer.send(WriteCommand::Schema { topic: topic.name.clone(), schema: Arc::clone(schema) })?;
                 topic.schema_written = true;
             }
         }
-        let epoch = Epoch {
+        let rendered = run.rows.bytes().len();
+        let epoch = QueuedEpoch {
+            topic_index: t,
+            topic: topic.name.clone(),
             partition: p,
-            first_offset: run.certified,
-            last_offset: run.fetched - 1,
-            rows: &run.rows,
-            dead_letters: &run.dead_letters,
+            first_offset: run.cut,
+            next: NextOffset::at_epoch(run.fetched, run.fetched_epoch),
+            rows: std::mem::take(&mut run.rows),
+            dead_letters: std::mem::take(&mut run.dead_letters),
+            bytes: run.bytes,
         };
-        destination.write_epoch(&topic.name, &epoch)?;
-        crate::fault::point("epoch.written");
-        destination
-            .certify(&topic.name, &BTreeMap::from([(p, NextOffset::at_epoch(run.fetched, run.fetched_epoch))]))?;
-        crate::fault::point("epoch.certified");
-        tracing::debug!(
-            topic = %topic.name,
-            partition = p,
-            first_offset = run.certified,
-            next_offset = run.fetched,
-            rows = run.rows.len(),
-            dead_letters = run.dead_letters.len(),
-            "epoch certified: {}-{p} [{}, {})",
-            topic.name,
-            run.certified,
-            run.fetched
-        );
-        let stats = &mut self.progress.topics[topic.index];
-        stats.rows += run.rows.len() as u64;
-        stats.dead_letters += run.dead_letters.len() as u64;
-        stats.bytes += run.bytes;
-        stats.epochs += 1;
-        if let Some(entry) = stats.partitions.get_mut(&p) {
-            entry.position = run.fetched;
-        }
-        run.certified = run.fetched;
-        self.buffered = self.buffered.saturating_sub(run.rows.bytes().len());
-        run.rows.clear();
-        run.dead_letters.clear();
+        run.cut = run.fetched;
         run.bytes = 0;
         run.started = Instant::now();
-        Ok(())
+        self.open = self.open.saturating_sub(rendered);
+        self.queued += rendered;
+        writer.send(WriteCommand::Epoch(Box::new(epoch)))
     }
 
-    /// Writes the epoch of the partition holding the most rendered rows (any partition's epoch
+    /// What the writer reported certified: the position moves, the progress figures count the
+    /// epoch, and its rows no longer count against the budget.
+    fn certified(&mut self, epoch: CertifiedEpoch) {
+        self.queued = self.queued.saturating_sub(epoch.rendered);
+        let Some(topic) = self.topics.get_mut(epoch.topic_index) else { return };
+        if let Some(run) = topic.partitions.get_mut(&epoch.partition) {
+            run.certified = epoch.next_offset;
+        }
+        let Some(stats) = self.progress.topics.get_mut(topic.index) else { return };
+        stats.rows += epoch.rows;
+        stats.dead_letters += epoch.dead_letters;
+        stats.bytes += epoch.bytes;
+        stats.epochs += 1;
+        if let Some(entry) = stats.partitions.get_mut(&epoch.partition) {
+            entry.position = epoch.next_offset;
+        }
+    }
+
+    /// Cuts the epoch of the partition holding the most rendered rows (any partition's epoch
     /// may end anywhere); see [`MAX_BUFFERED_BYTES`].
-    fn flush_largest(&mut self, destination: &mut LocalDirectory) -> Result<(), ReadError> {
+    fn cut_largest(&mut self, writer: &mut Writer<LocalDirectory>) -> Result<(), ReadError> {
         let largest = self
             .topics
             .iter()
@@ -820,20 +950,21 @@ impl Session {
             .flat_map(|(t, topic)| topic.partitions.iter().map(move |(p, run)| (run.rows.bytes().len(), t, *p)))
             .max();
         match largest {
-            Some((_, t, p)) => self.flush(destination, t, p),
+            Some((_, t, p)) => self.cut(writer, t, p),
             None => Ok(()),
         }
     }
 
-    // `t` (and `topic.index`) index this session's own topic lists, found by position in them
-    // in the same call; nothing from a broker or a record picks them.
-    #[allow(clippy::indexing_slicing)]
-    fn flush_all(&mut self, destination: &mut LocalDirectory) -> Result<(), ReadError> {
-        for t in 0..self.topics.len() {
-            let partitions: Vec<i32> = self.topics[t].partitions.keys().copied().collect();
-            for p in partitions {
-                self.flush(destination, t, p)?;
-            }
+    /// Cuts every partition's epoch in progress.
+    fn cut_all(&mut self, writer: &mut Writer<LocalDirectory>) -> Result<(), ReadError> {
+        let all: Vec<(usize, i32)> = self
+            .topics
+            .iter()
+            .enumerate()
+            .flat_map(|(t, topic)| topic.partitions.keys().map(move |p| (t, *p)))
+            .collect();
+        for (t, p) in all {
+            self.cut(writer, t, p)?;
         }
         Ok(())
     }
@@ -842,7 +973,11 @@ impl Session {
     // `t` (and `topic.index`) index this session's own topic lists, found by position in them
     // in the same call; nothing from a broker or a record picks them.
     #[allow(clippy::indexing_slicing)]
-    async fn check_membership(&mut self, client: &Client, destination: &mut LocalDirectory) -> Result<(), ReadError> {
+    async fn check_membership(
+        &mut self,
+        client: &Client,
+        writer: &mut Writer<LocalDirectory>,
+    ) -> Result<(), ReadError> {
         let names: Vec<String> = self.topics.iter().map(|t| t.name.clone()).collect();
         let metadata = client.refresh_metadata(Some(&names)).await?;
         for t in 0..self.topics.len() {
@@ -866,11 +1001,309 @@ impl Session {
                     after,
                     "topic {name} went from {before} to {after} partitions; certifying what was read before stopping"
                 );
-                // Everything read so far is good data: write and certify it, then stop.
-                self.flush_all(destination)?;
+                // Everything read so far is good data: write and certify it (`run` waits for
+                // the writer before returning the error), then stop.
+                self.cut_all(writer)?;
                 return Err(ReadError::PartitionsChanged { topic: name, before, after });
             }
         }
         Ok(())
+    }
+}
+
+/// One step for the writer thread. The queue is FIFO, so steps happen in the order the read loop
+/// queued them.
+enum WriteCommand {
+    /// Store the schema that the topic's first record fixed (queued before its first epoch).
+    Schema { topic: String, schema: Arc<Schema> },
+    /// Write an epoch, then certify it.
+    Epoch(Box<QueuedEpoch>),
+}
+
+/// An epoch cut by the read loop, to be written and then certified.
+struct QueuedEpoch {
+    /// Index into `Session::topics`.
+    topic_index: usize,
+    topic: String,
+    partition: i32,
+    first_offset: i64,
+    /// Certified once the epoch is written: the fetch position after it (`offset - 1` is the
+    /// epoch's last offset).
+    next: NextOffset,
+    rows: RowLines,
+    dead_letters: Vec<DeadLetter>,
+    /// Value bytes of the epoch's records, for the progress figures.
+    bytes: u64,
+}
+
+/// The writer's report of an epoch it wrote and certified. The rows stay with the writer, which
+/// frees them; the read loop needs only the figures.
+struct CertifiedEpoch {
+    topic_index: usize,
+    partition: i32,
+    next_offset: i64,
+    rows: u64,
+    dead_letters: u64,
+    bytes: u64,
+    /// Bytes of rendered rows the epoch held, given back to [`MAX_BUFFERED_BYTES`].
+    rendered: usize,
+}
+
+/// The read loop's end of the writer thread (see the module docs). Generic over the destination
+/// so that any [`Destination`] that can move to another thread gets the same pipeline.
+///
+/// Commands go through an unbounded channel: the read loop never blocks on sending, and what is
+/// queued is bounded by [`MAX_BUFFERED_BYTES`], not by a count. Reports come back through a tokio
+/// channel so that the loop can wait for them in the same `select!` as the fetch.
+struct Writer<D> {
+    /// `None` once closing: the writer then ends after the commands queued before.
+    commands: Option<std::sync::mpsc::Sender<WriteCommand>>,
+    reports: tokio::sync::mpsc::UnboundedReceiver<Result<CertifiedEpoch, DestinationError>>,
+    thread: Option<std::thread::JoinHandle<Option<D>>>,
+}
+
+impl<D: Destination + Send + 'static> Writer<D> {
+    /// Starts the thread, which owns `destination` until [`Writer::close`] gives it back.
+    fn start(destination: D) -> Result<Writer<D>, ReadError> {
+        let (commands, queue) = std::sync::mpsc::channel();
+        let (report, reports) = tokio::sync::mpsc::unbounded_channel();
+        let thread = std::thread::Builder::new()
+            .name("sluice-writer".to_string())
+            .spawn(move || write_epochs(destination, queue, report))
+            .map_err(ReadError::WriterThread)?;
+        Ok(Writer { commands: Some(commands), reports, thread: Some(thread) })
+    }
+
+    /// Queues `command`. Fails at once if the writer has ended, which it does only after an
+    /// error: `run` then takes the error itself from [`Writer::close`].
+    fn send(&mut self, command: WriteCommand) -> Result<(), ReadError> {
+        match &self.commands {
+            Some(commands) => commands.send(command).map_err(|_| ReadError::WriterDied),
+            None => Err(ReadError::WriterDied),
+        }
+    }
+
+    /// The next epoch the writer certified, or its error. Cancel-safe (a channel receive), so
+    /// it can race the fetch in a `select!`.
+    async fn next(&mut self) -> Result<CertifiedEpoch, ReadError> {
+        match self.reports.recv().await {
+            Some(Ok(certified)) => Ok(certified),
+            Some(Err(error)) => Err(ReadError::Destination(error)),
+            // Every sender is gone without an error report: the thread unwound.
+            None => Err(ReadError::WriterDied),
+        }
+    }
+
+    /// Lets the writer finish everything queued, handing each certified epoch to `certified`,
+    /// and takes the destination back. `Ok(None)`: the writer had already reported its error
+    /// through [`Writer::next`]; an error it reports now, or its death, is the `Err`.
+    async fn close(mut self, mut certified: impl FnMut(CertifiedEpoch)) -> Result<Option<D>, ReadError> {
+        // Dropping the sender ends the writer's queue after the commands already in it.
+        self.commands = None;
+        let mut failure = None;
+        while let Some(report) = self.reports.recv().await {
+            match report {
+                Ok(epoch) => certified(epoch),
+                Err(error) => failure = Some(ReadError::Destination(error)),
+            }
+        }
+        // The channel closed because the thread's function returned (or unwound), so this join
+        // waits only for the thread's exit, not for any I/O.
+        let joined = self.thread.take().map(std::thread::JoinHandle::join);
+        match (failure, joined) {
+            (Some(error), _) => Err(error),
+            (None, Some(Ok(destination))) => Ok(destination),
+            (None, _) => Err(ReadError::WriterDied),
+        }
+    }
+}
+
+/// The writer thread: each command in turn. The first error is reported and ends the thread, so
+/// nothing after a failed step is written or certified; the destination is returned only when
+/// every command succeeded.
+fn write_epochs<D: Destination>(
+    mut destination: D,
+    queue: std::sync::mpsc::Receiver<WriteCommand>,
+    report: tokio::sync::mpsc::UnboundedSender<Result<CertifiedEpoch, DestinationError>>,
+) -> Option<D> {
+    // Ends once the read loop has dropped its sender and the queue is empty.
+    for command in queue {
+        let done = match command {
+            WriteCommand::Schema { topic, schema } => destination.write_schema(&topic, &schema).map(|()| None),
+            WriteCommand::Epoch(epoch) => write_and_certify(&mut destination, *epoch).map(Some),
+        };
+        match done {
+            Ok(None) => {}
+            // A send fails only when the read loop is gone (its session was dropped): the
+            // epoch is certified all the same, and the queue ends with what is in it.
+            Ok(Some(certified)) => {
+                let _ = report.send(Ok(certified));
+            }
+            Err(error) => {
+                let _ = report.send(Err(error));
+                return None;
+            }
+        }
+    }
+    Some(destination)
+}
+
+/// Writes one epoch and only then certifies it: the two steps of the crash argument
+/// (`destination.rs`), with the crash points between them.
+fn write_and_certify<D: Destination>(
+    destination: &mut D,
+    epoch: QueuedEpoch,
+) -> Result<CertifiedEpoch, DestinationError> {
+    let QueuedEpoch { topic_index, topic, partition, first_offset, next, rows, dead_letters, bytes } = epoch;
+    let written =
+        Epoch { partition, first_offset, last_offset: next.offset - 1, rows: &rows, dead_letters: &dead_letters };
+    destination.write_epoch(&topic, &written)?;
+    crate::fault::point("epoch.written");
+    destination.certify(&topic, &BTreeMap::from([(partition, next)]))?;
+    crate::fault::point("epoch.certified");
+    tracing::debug!(
+        topic = %topic,
+        partition,
+        first_offset,
+        next_offset = next.offset,
+        rows = rows.len(),
+        dead_letters = dead_letters.len(),
+        "epoch certified: {topic}-{partition} [{first_offset}, {})",
+        next.offset
+    );
+    Ok(CertifiedEpoch {
+        topic_index,
+        partition,
+        next_offset: next.offset,
+        rows: rows.len() as u64,
+        dead_letters: dead_letters.len() as u64,
+        bytes,
+        rendered: rows.bytes().len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::{RecordRef, Row};
+
+    /// A fresh destination directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            let path = std::env::temp_dir().join(format!("sluice-read-test-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            TempDir(path)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn incarnation() -> Incarnation {
+        Incarnation { connection_id: "c1".into(), cluster_id: "k1".into(), topic_id: "t1".into() }
+    }
+
+    /// An epoch of `partition` with one row per offset in `[first, next)`.
+    fn epoch(topic: &str, partition: i32, first: i64, next: i64) -> WriteCommand {
+        let mut decoder = RowDecoder::new(topic, incarnation());
+        let rows: Vec<Row> = (first..next)
+            .map(|offset| {
+                let value = format!(r#"{{"n":{offset}}}"#);
+                let record = RecordRef {
+                    partition,
+                    offset,
+                    key: None,
+                    value: Some(value.as_bytes()),
+                    headers: &[],
+                    timestamp: None,
+                };
+                decoder.decode(&record).unwrap()
+            })
+            .collect();
+        WriteCommand::Epoch(Box::new(QueuedEpoch {
+            topic_index: 0,
+            topic: topic.to_string(),
+            partition,
+            first_offset: first,
+            next: NextOffset::at_epoch(next, 3),
+            rows: rows.iter().collect(),
+            dead_letters: Vec::new(),
+            bytes: 0,
+        }))
+    }
+
+    fn certified_offsets(destination: &LocalDirectory, topic: &str) -> BTreeMap<i32, i64> {
+        let checkpoints = destination.checkpoints(crate::checkpoint::Mode::Continuous, topic).unwrap();
+        checkpoints.map(|c| c.partitions.iter().map(|(p, next)| (*p, next.offset)).collect()).unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn the_writer_certifies_in_order_and_gives_the_destination_back() {
+        let dir = TempDir::new("order");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination.begin_run("orders", RunKind::Continuous, &incarnation()).unwrap();
+        let mut writer = Writer::start(destination).unwrap();
+        writer.send(WriteCommand::Schema { topic: "orders".into(), schema: Arc::new(Schema::Raw) }).unwrap();
+        for (first, next) in [(0, 5), (5, 7), (7, 20)] {
+            writer.send(epoch("orders", 1, first, next)).unwrap();
+        }
+        let first = writer.next().await.unwrap();
+        assert_eq!((first.partition, first.next_offset, first.rows), (1, 5, 5));
+        let mut rest = Vec::new();
+        let destination = writer.close(|certified| rest.push((certified.next_offset, certified.rows))).await;
+        let destination = destination.unwrap().expect("the writer ended without an error");
+        assert_eq!(rest, [(7, 2), (20, 13)], "reported in the order cut");
+        assert_eq!(certified_offsets(&destination, "orders"), BTreeMap::from([(1, 20)]));
+        let segments = std::fs::read_dir(dir.0.join("orders").join("segments")).unwrap().count();
+        assert_eq!(segments, 3);
+        assert!(dir.0.join("orders").join("schema.json").is_file());
+    }
+
+    /// After a failed step nothing is written or certified, the failure is reported (not lost),
+    /// and further commands are refused at once instead of waiting on a dead thread.
+    #[tokio::test]
+    async fn the_writer_stops_at_its_first_error_and_reports_it() {
+        let dir = TempDir::new("error");
+        let mut destination = LocalDirectory::open(&dir.0).unwrap();
+        destination.begin_run("orders", RunKind::Continuous, &incarnation()).unwrap();
+        let mut writer = Writer::start(destination).unwrap();
+        writer.send(epoch("orders", 0, 0, 3)).unwrap();
+        // No run of "other" was begun: the destination refuses the epoch.
+        writer.send(epoch("other", 0, 0, 3)).unwrap();
+        let _ = writer.send(epoch("orders", 0, 3, 6));
+        assert_eq!(writer.next().await.unwrap().next_offset, 3);
+        match writer.next().await {
+            Err(ReadError::Destination(DestinationError::NoActiveRun { topic })) => assert_eq!(topic, "other"),
+            Err(other) => panic!("unexpected error: {other}"),
+            Ok(certified) => panic!("certified {} after the failure", certified.next_offset),
+        }
+        // The thread has ended: sending fails without blocking.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while writer.send(epoch("orders", 0, 6, 9)).is_ok() {
+            assert!(Instant::now() < deadline, "the writer thread did not end after its error");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let closed = writer.close(|certified| panic!("certified {} after the failure", certified.next_offset)).await;
+        assert!(matches!(closed, Ok(None)), "the error was already reported");
+        let destination = LocalDirectory::open(&dir.0).unwrap();
+        assert_eq!(certified_offsets(&destination, "orders"), BTreeMap::from([(0, 3)]));
+        let segments = std::fs::read_dir(dir.0.join("orders").join("segments")).unwrap().count();
+        assert_eq!(segments, 1, "nothing after the failed epoch is written");
+    }
+
+    /// An error the writer reports while the run drains its queue is returned by `close`.
+    #[tokio::test]
+    async fn close_returns_an_error_reported_while_draining() {
+        let dir = TempDir::new("drain");
+        let destination = LocalDirectory::open(&dir.0).unwrap();
+        let mut writer = Writer::start(destination).unwrap();
+        writer.send(epoch("orders", 0, 0, 3)).unwrap();
+        let closed = writer.close(|certified| panic!("certified {}", certified.next_offset)).await;
+        assert!(matches!(closed, Err(ReadError::Destination(DestinationError::NoActiveRun { .. }))));
     }
 }
