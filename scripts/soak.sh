@@ -8,6 +8,9 @@
 #   network faults      SLUICE_SOAK_ROUNDS    (default 10 per fault kind)
 #                                                            connector/tests/network_faults.rs
 #   disk faults         once                                 connector/tests/disk_faults.rs
+#   group workers       SLUICE_GROUP_ROUNDS   (default 10: kill -9, add, SIGTERM per round, both
+#                                             group protocols; and the zombie)
+#                                                            connector/tests/group.rs
 #
 # one suite at a time (they share the brokers), and prints every `RELIABILITY ...` line the
 # tests wrote: the figures TESTING.md's table records. The full log goes to target/soak.log.
@@ -19,6 +22,7 @@ export CI=true
 export SLUICE_CRASH_ROUNDS="${SLUICE_CRASH_ROUNDS:-500}"
 export SLUICE_CLUSTER_ROUNDS="${SLUICE_CLUSTER_ROUNDS:-10}"
 export SLUICE_SOAK_ROUNDS="${SLUICE_SOAK_ROUNDS:-10}"
+export SLUICE_GROUP_ROUNDS="${SLUICE_GROUP_ROUNDS:-10}"
 
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start >/dev/null
@@ -28,7 +32,7 @@ log=target/soak.log
 mkdir -p target
 : >"$log"
 status=0
-for suite in crash_points cluster_failover network_faults disk_faults; do
+for suite in crash_points cluster_failover network_faults disk_faults group; do
   echo "== soak: $suite" | tee -a "$log"
   started=$SECONDS
   if ! cargo test --locked -p sluice --test "$suite" -- --nocapture --test-threads=1 >>"$log" 2>&1; then

@@ -385,18 +385,19 @@ impl Config {
         let tls = fields.tls()?;
         let sasl = fields.sasl()?;
         let topics = fields.topics()?;
-        let start_position =
-            match fields.string("start_position")?.as_deref() {
-                None | Some("earliest") => StartPosition::Earliest,
-                Some("latest") => StartPosition::Latest,
-                Some("group") => StartPosition::Group,
-                Some(other) => return Err(ConfigError::invalid(
+        let start_position = match fields.string("start_position")?.as_deref() {
+            None | Some("earliest") => StartPosition::Earliest,
+            Some("latest") => StartPosition::Latest,
+            Some("group") => StartPosition::Group,
+            Some(other) => {
+                return Err(ConfigError::invalid(
                     "start_position",
                     format!(
                         "`start_position` is \"{other}\": use \"earliest\", \"latest\" or (with `group_id`) \"group\""
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let connection_id = fields.string("connection_id")?;
         if let Some(id) = &connection_id {
             if !is_connection_id(id) {

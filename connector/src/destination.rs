@@ -430,6 +430,16 @@ impl Destination for LocalDirectory {
         if let Some(id) = configured {
             return Ok(id.to_string());
         }
+        // Under the store's lock: the workers of a group starting together on one directory must
+        // agree on one id (it is part of every checkpoint's incarnation).
+        let path = self.root.join("_sluice").join(".store.lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|error| DestinationError::Io { action: "open", path: path.clone(), error })?;
+        lock.lock().map_err(|error| DestinationError::Io { action: "lock", path, error })?;
         let mut store = self.load_store()?;
         if let Some(id) = &store.connection_id {
             return Ok(id.clone());
@@ -694,7 +704,11 @@ fn join_lines(lines: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = dir.join(format!(".{name}.tmp"));
+    // Unique per process and call: the workers of a group write shared files (the schema) at
+    // the same time, and a shared temporary name would let one rename the other's away.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let unique = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = dir.join(format!(".{name}.{}-{unique}.tmp", std::process::id()));
     let io_error = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
         move |error| DestinationError::Io { action, path, error }

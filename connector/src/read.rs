@@ -66,7 +66,11 @@ use sluice_wire::{
 
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
-use crate::destination::{Destination, DestinationError, Epoch, LocalDirectory, RunKind, WritePolicy};
+use crate::destination::{
+    Claim, Destination, DestinationError, Epoch, LocalDirectory, RunKind, SharedDestination, WritePolicy,
+};
+
+mod group;
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};
 use sluice_wire::{SaslCredentials, SaslSettings, TlsError, TlsField, TlsSettings};
@@ -364,7 +368,19 @@ pub async fn read(
     // like a crash there, which the destination is built to survive (see destination.rs).
     let setup = async {
         let client = connect(config).await?;
-        let session = Session::plan(&client, config, options, &mut destination, connection_id).await?;
+        let session = match (&config.group, options.mode) {
+            (Some(settings), ReadMode::Continuous) => {
+                Session::plan_group(&client, config, settings, options, &mut destination, connection_id).await?
+            }
+            (group, _) => {
+                if group.is_some() {
+                    tracing::info!(
+                        "a bounded read is a one-off job: it reads every partition itself, without the group"
+                    );
+                }
+                Session::plan(&client, config, options, &mut destination, connection_id).await?
+            }
+        };
         Ok::<_, ReadError>((client, session))
     };
     let (client, mut session) = tokio::select! {
@@ -379,6 +395,35 @@ pub async fn read(
     progress(&session.progress);
     session.run(&client, config, destination, stop, progress).await?;
     Ok(session.progress)
+}
+
+/// The topics to read: `--topics`, else the configured ones, else every topic but internal ones.
+fn topic_names(config: &Config, options: &ReadOptions, metadata: &ClusterMetadata) -> Vec<String> {
+    match options.topics.as_ref().filter(|t| !t.is_empty()) {
+        Some(topics) => topics.clone(),
+        None if !config.topics.is_empty() => config.topics.clone(),
+        None => {
+            let mut all: Vec<String> =
+                metadata.topics.values().filter(|t| !t.is_internal).map(|t| t.name.clone()).collect();
+            all.sort();
+            all
+        }
+    }
+}
+
+/// A topic's metadata, refusing a topic that is missing or has no topic id.
+fn topic_info(metadata: &ClusterMetadata, name: &str) -> Result<TopicInfo, ReadError> {
+    let info = metadata.topic(name).cloned().ok_or_else(|| ReadError::UnknownTopic { topic: name.to_string() })?;
+    if !info.error_code.is_ok() {
+        return Err(ReadError::UnknownTopic { topic: name.to_string() });
+    }
+    if info.topic_id.is_zero() {
+        return Err(ReadError::MissingIdentity(format!(
+            "the broker reports no topic id for {name}; Sluice needs topic ids (Kafka 2.8 or newer) to \
+             detect a recreated topic"
+        )));
+    }
+    Ok(info)
 }
 
 /// One line per topic on what the run will read, and one per partition at debug level.
@@ -453,6 +498,8 @@ struct PartitionRun {
     dead_letters: Vec<DeadLetter>,
     bytes: u64,
     started: Instant,
+    /// A group read's hold on the partition in the destination (`None` without a group).
+    claim: Option<Claim>,
 }
 
 impl PartitionRun {
@@ -467,6 +514,7 @@ impl PartitionRun {
             dead_letters: Vec::new(),
             bytes: 0,
             started: Instant::now(),
+            claim: None,
         }
     }
 
@@ -480,12 +528,32 @@ impl PartitionRun {
 struct Session {
     mode: ReadMode,
     topics: Vec<TopicRun>,
-    consumer: Consumer,
+    source: Source,
     progress: ReadProgress,
     /// Bytes of rendered rows in all partitions' current epochs; see [`MAX_BUFFERED_BYTES`].
     open: usize,
     /// Bytes of rendered rows in epochs handed to the writer and not yet certified.
     queued: usize,
+}
+
+/// Where records come from: partitions the session assigned itself, or a consumer group's.
+/// One per session: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    Direct(Consumer),
+    Group(group::GroupSource),
+    /// The group was left at the end of the run.
+    Left,
+}
+
+impl Source {
+    async fn poll(&mut self) -> Result<group::Polled, ClientError> {
+        match self {
+            Source::Direct(consumer) => consumer.poll().await.map(group::Polled::Records),
+            Source::Group(source) => source.poll().await,
+            Source::Left => Ok(group::Polled::Records(Vec::new())),
+        }
+    }
 }
 
 /// How the read loop ended when it did not fail.
@@ -514,16 +582,7 @@ impl Session {
             "connected to cluster {cluster_id} ({} brokers) as connection {connection_id}",
             metadata.brokers.len()
         );
-        let names: Vec<String> = match options.topics.as_ref().filter(|t| !t.is_empty()) {
-            Some(topics) => topics.clone(),
-            None if !config.topics.is_empty() => config.topics.clone(),
-            None => {
-                let mut all: Vec<String> =
-                    metadata.topics.values().filter(|t| !t.is_internal).map(|t| t.name.clone()).collect();
-                all.sort();
-                all
-            }
-        };
+        let names = topic_names(config, options, &metadata);
         let fetch = FetchConfig::default()
             .with_max_bytes(config.fetch.max_bytes, config.fetch.partition_max_bytes)
             .with_max_wait_ms(config.fetch.max_wait_ms)
@@ -532,16 +591,7 @@ impl Session {
         let mut topics = Vec::new();
         let mut progress = ReadProgress::default();
         for name in names {
-            let info = metadata.topic(&name).cloned().ok_or_else(|| ReadError::UnknownTopic { topic: name.clone() })?;
-            if !info.error_code.is_ok() {
-                return Err(ReadError::UnknownTopic { topic: name });
-            }
-            if info.topic_id.is_zero() {
-                return Err(ReadError::MissingIdentity(format!(
-                    "the broker reports no topic id for {name}; Sluice needs topic ids (Kafka 2.8 or newer) to \
-                     detect a recreated topic"
-                )));
-            }
+            let info = topic_info(&metadata, &name)?;
             let incarnation = Incarnation {
                 connection_id: connection_id.clone(),
                 cluster_id: cluster_id.clone(),
@@ -629,7 +679,7 @@ impl Session {
                 index: progress.topics.len() - 1,
             });
         }
-        Ok(Session { mode: options.mode, topics, consumer, progress, open: 0, queued: 0 })
+        Ok(Session { mode: options.mode, topics, source: Source::Direct(consumer), progress, open: 0, queued: 0 })
     }
 
     /// Steps 4 and 5: the read loop with its writer thread, then the end of the run.
@@ -648,6 +698,11 @@ impl Session {
         // good data even when the run then fails (the old loop had certified it by then too).
         let closed = writer.close(|certified| self.certified(certified)).await;
         progress(&self.progress);
+        // A group worker commits its last certified positions and leaves, so that its
+        // partitions move at once rather than after its session timeout.
+        if let Source::Group(source) = std::mem::replace(&mut self.source, Source::Left) {
+            source.finish().await;
+        }
         let mut destination = match (ended, closed) {
             (Ok(end), Ok(Some(mut destination))) => match end {
                 LoopEnd::Finished => destination,
@@ -730,10 +785,24 @@ impl Session {
                     progress(&self.progress);
                     continue;
                 }
-                polled = self.consumer.poll() => polled,
+                polled = self.source.poll() => polled,
             };
             let batches = match polled {
-                Ok(batches) => batches,
+                Ok(group::Polled::Records(batches)) => batches,
+                Ok(group::Polled::Assigned(partitions)) => {
+                    self.on_assigned(client, partitions).await?;
+                    progress(&self.progress);
+                    continue;
+                }
+                Ok(group::Polled::Revoked(partitions)) => {
+                    self.on_revoked(writer, partitions).await?;
+                    progress(&self.progress);
+                    continue;
+                }
+                Ok(group::Polled::Lost(partitions)) => {
+                    self.on_lost(partitions);
+                    continue;
+                }
                 Err(ClientError::OffsetOutOfRange { topic, partition, offset }) => {
                     tracing::warn!(
                         topic = %topic,
@@ -780,6 +849,9 @@ impl Session {
             }
             if changed {
                 progress(&self.progress);
+            }
+            if let Source::Group(source) = &mut self.source {
+                source.commit_pending();
             }
             if self.mode == ReadMode::Continuous && last_membership_check.elapsed() >= MEMBERSHIP_CHECK {
                 last_membership_check = Instant::now();
@@ -865,7 +937,9 @@ impl Session {
         run.fetched = run.fetched.max(batch.next_offset.min(end));
         if run.end.is_some_and(|end| run.fetched >= end) {
             // The window is read; anything the consumer fetched beyond it is outside the run.
-            self.consumer.unassign(tp);
+            if let Source::Direct(consumer) = &mut self.source {
+                consumer.unassign(tp);
+            }
         }
         Ok(true)
     }
@@ -913,6 +987,7 @@ impl Session {
             rows: std::mem::take(&mut run.rows),
             dead_letters: std::mem::take(&mut run.dead_letters),
             bytes: run.bytes,
+            claim: run.claim.clone(),
         };
         run.cut = run.fetched;
         run.bytes = 0;
@@ -926,9 +1001,16 @@ impl Session {
     /// epoch, and its rows no longer count against the budget.
     fn certified(&mut self, epoch: CertifiedEpoch) {
         self.queued = self.queued.saturating_sub(epoch.rendered);
+        if let Some(error) = &epoch.fenced {
+            self.on_fenced(epoch.topic_index, epoch.partition, error);
+            return;
+        }
         let Some(topic) = self.topics.get_mut(epoch.topic_index) else { return };
         if let Some(run) = topic.partitions.get_mut(&epoch.partition) {
             run.certified = epoch.next_offset;
+            if let Source::Group(source) = &mut self.source {
+                source.certified(&topic.name, epoch.partition, epoch.next_offset);
+            }
         }
         let Some(stats) = self.progress.topics.get_mut(topic.index) else { return };
         stats.rows += epoch.rows;
@@ -992,7 +1074,8 @@ impl Session {
                     new_id: now.topic_id.to_string(),
                 }));
             }
-            if now.partitions.len() != topic.partitions.len() {
+            // A group's assignment follows partitions added to the topic by itself.
+            if matches!(self.source, Source::Direct(_)) && now.partitions.len() != topic.partitions.len() {
                 let (before, after) = (topic.partitions.len(), now.partitions.len());
                 let name = topic.name.clone();
                 tracing::info!(
@@ -1034,6 +1117,8 @@ struct QueuedEpoch {
     dead_letters: Vec<DeadLetter>,
     /// Value bytes of the epoch's records, for the progress figures.
     bytes: u64,
+    /// A group read's claim: the epoch is written and certified only while it holds.
+    claim: Option<Claim>,
 }
 
 /// The writer's report of an epoch it wrote and certified. The rows stay with the writer, which
@@ -1047,6 +1132,9 @@ struct CertifiedEpoch {
     bytes: u64,
     /// Bytes of rendered rows the epoch held, given back to [`MAX_BUFFERED_BYTES`].
     rendered: usize,
+    /// Refused because another worker of the group owns the partition now (nothing written or
+    /// certified); the writer goes on with the other partitions.
+    fenced: Option<DestinationError>,
 }
 
 /// The read loop's end of the writer thread (see the module docs). Generic over the destination
@@ -1062,7 +1150,7 @@ struct Writer<D> {
     thread: Option<std::thread::JoinHandle<Option<D>>>,
 }
 
-impl<D: Destination + Send + 'static> Writer<D> {
+impl<D: Destination + SharedDestination + Send + 'static> Writer<D> {
     /// Starts the thread, which owns `destination` until [`Writer::close`] gives it back.
     fn start(destination: D) -> Result<Writer<D>, ReadError> {
         let (commands, queue) = std::sync::mpsc::channel();
@@ -1121,7 +1209,7 @@ impl<D: Destination + Send + 'static> Writer<D> {
 /// The writer thread: each command in turn. The first error is reported and ends the thread, so
 /// nothing after a failed step is written or certified; the destination is returned only when
 /// every command succeeded.
-fn write_epochs<D: Destination>(
+fn write_epochs<D: Destination + SharedDestination>(
     mut destination: D,
     queue: std::sync::mpsc::Receiver<WriteCommand>,
     report: tokio::sync::mpsc::UnboundedSender<Result<CertifiedEpoch, DestinationError>>,
@@ -1130,7 +1218,23 @@ fn write_epochs<D: Destination>(
     for command in queue {
         let done = match command {
             WriteCommand::Schema { topic, schema } => destination.write_schema(&topic, &schema).map(|()| None),
-            WriteCommand::Epoch(epoch) => write_and_certify(&mut destination, *epoch).map(Some),
+            WriteCommand::Epoch(epoch) => {
+                let (topic_index, partition, rendered) = (epoch.topic_index, epoch.partition, epoch.rows.bytes().len());
+                match write_and_certify(&mut destination, *epoch) {
+                    // Only this partition's epochs are refused: the others go on.
+                    Err(error @ DestinationError::Fenced { .. }) => Ok(Some(CertifiedEpoch {
+                        topic_index,
+                        partition,
+                        next_offset: -1,
+                        rows: 0,
+                        dead_letters: 0,
+                        bytes: 0,
+                        rendered,
+                        fenced: Some(error),
+                    })),
+                    other => other.map(Some),
+                }
+            }
         };
         match done {
             Ok(None) => {}
@@ -1150,16 +1254,24 @@ fn write_epochs<D: Destination>(
 
 /// Writes one epoch and only then certifies it: the two steps of the crash argument
 /// (`destination.rs`), with the crash points between them.
-fn write_and_certify<D: Destination>(
+fn write_and_certify<D: Destination + SharedDestination>(
     destination: &mut D,
     epoch: QueuedEpoch,
 ) -> Result<CertifiedEpoch, DestinationError> {
-    let QueuedEpoch { topic_index, topic, partition, first_offset, next, rows, dead_letters, bytes } = epoch;
+    let QueuedEpoch { topic_index, topic, partition, first_offset, next, rows, dead_letters, bytes, claim } = epoch;
     let written =
         Epoch { partition, first_offset, last_offset: next.offset - 1, rows: &rows, dead_letters: &dead_letters };
-    destination.write_epoch(&topic, &written)?;
+    match &claim {
+        None => destination.write_epoch(&topic, &written)?,
+        Some(claim) => destination.write_claimed_epoch(&topic, claim, &written)?,
+    }
     crate::fault::point("epoch.written");
-    destination.certify(&topic, &BTreeMap::from([(partition, next)]))?;
+    match &claim {
+        None => destination.certify(&topic, &BTreeMap::from([(partition, next)]))?,
+        // Epochs of a partition are certified in the order cut, so the certified position is
+        // this epoch's first offset unless someone else certified meanwhile.
+        Some(claim) => destination.certify_claimed(&topic, claim, Some(first_offset), next)?,
+    }
     crate::fault::point("epoch.certified");
     tracing::debug!(
         topic = %topic,
@@ -1179,6 +1291,7 @@ fn write_and_certify<D: Destination>(
         dead_letters: dead_letters.len() as u64,
         bytes,
         rendered: rows.bytes().len(),
+        fenced: None,
     })
 }
 
@@ -1234,6 +1347,7 @@ mod tests {
             rows: rows.iter().collect(),
             dead_letters: Vec::new(),
             bytes: 0,
+            claim: None,
         }))
     }
 

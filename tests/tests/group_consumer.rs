@@ -479,3 +479,65 @@ async fn classic_members_share_a_group_with_the_java_consumer() {
 async fn kip848_members_share_a_group_with_the_java_consumer() {
     interop_with_java(GroupProtocol::Consumer, "consumer", "kip848").await;
 }
+
+/// Polls `consumer` until it owns `count` partitions (or `timeout`), returning the events seen.
+async fn poll_until_assigned(consumer: &mut GroupConsumer, count: usize, timeout: Duration) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    let mut seen = Vec::new();
+    while consumer.assignment().count() < count {
+        assert!(
+            Instant::now() < deadline,
+            "only {:?} assigned; events {seen:?}",
+            consumer.assignment().collect::<Vec<_>>()
+        );
+        if let Ok(Ok(event)) = tokio::time::timeout(Duration::from_millis(200), consumer.poll()).await {
+            match event {
+                ConsumerEvent::Records(_) => {}
+                other => seen.push(format!("{other:?}")),
+            }
+        }
+    }
+    seen
+}
+
+/// A static member (KIP-345) that restarts within its session timeout gets its partitions back
+/// without a rebalance: the other member sees no revocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_comes_back_to_its_partitions_without_a_rebalance() {
+    let Some(client) = client().await else { return };
+    let topic = unique_topic("group-static");
+    let group = unique_topic("group-static-g");
+    client.create_topic(&NewTopic::new(&topic, 4, 1)).await.expect("create topic");
+    let config = |instance: &str| {
+        group_config(&group, GroupProtocol::Classic, ClassicAssignor::CooperativeSticky).with_instance_id(instance)
+    };
+    let fetch = || FetchConfig::default().with_max_wait_ms(100);
+    let mut a = GroupConsumer::subscribe(client.clone(), config("a"), [topic.clone()], fetch()).await.expect("a");
+    poll_until_assigned(&mut a, 4, Duration::from_secs(30)).await;
+    let mut b = GroupConsumer::subscribe(client.clone(), config("b"), [topic.clone()], fetch()).await.expect("b");
+    // Both poll until the partitions are split 2 + 2.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.assignment().count() != 2 || b.assignment().count() != 2 {
+        assert!(Instant::now() < deadline, "no 2 + 2 split");
+        let _ = tokio::time::timeout(Duration::from_millis(100), a.poll()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(100), b.poll()).await;
+    }
+    let a_partitions: Vec<TopicPartition> = a.assignment().cloned().collect();
+    // `close` keeps a static member in the group (no LeaveGroup); it comes back under its id.
+    a.close().await;
+    let mut again =
+        GroupConsumer::subscribe(client.clone(), config("a"), [topic.clone()], fetch()).await.expect("a again");
+    let events = poll_until_assigned(&mut again, 2, Duration::from_secs(30)).await;
+    assert_eq!(again.assignment().cloned().collect::<Vec<_>>(), a_partitions, "{events:?}");
+    // Meanwhile `b` kept its partitions: nothing revoked or lost.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        if let Ok(Ok(event)) = tokio::time::timeout(Duration::from_millis(100), b.poll()).await {
+            assert!(matches!(event, ConsumerEvent::Records(_)), "b saw {event:?} while a came back");
+        }
+    }
+    assert_eq!(b.assignment().count(), 2);
+    again.leave().await;
+    b.close().await;
+    client.delete_topics(&[&topic]).await.expect("delete topic");
+}
