@@ -349,3 +349,105 @@ async fn start_position_group_resumes_from_the_groups_offsets() {
     assert_eq!(common::offsets_of(&rows, 0), (4..10).collect::<Vec<_>>());
     assert_eq!(common::offsets_of(&rows, 1), (7..10).collect::<Vec<_>>());
 }
+
+/// `sluice` workers and a Java `KafkaConsumer` in one group share the partitions: while the Java
+/// member is in, the partitions it reads and those the workers certify are disjoint and cover
+/// the topic, and it starts each of its partitions exactly where the workers' commits (their
+/// certified positions) left it; when it leaves, the workers take its partitions back from
+/// their own checkpoints and the output stays exact.
+async fn workers_and_the_java_consumer_share_a_group(protocol: &str) {
+    use std::sync::{Arc, Mutex};
+    use sluice_tests::{GroupMemberEvent, JavaGroupMember};
+    let Some(client) = sluice_tests::client().await else { return };
+    let topic = common::create_topic(&client, &format!("group-java-{protocol}"), PARTITIONS, &[]).await;
+    let group = sluice_tests::unique_topic(&format!("group-java-{protocol}"));
+    let producer = JavaProcess::start_until_ready(
+        "ChaosProducer",
+        &[&broker_address(), &topic, &PARTITIONS.to_string()],
+        Duration::from_secs(60),
+    );
+    let dir = common::temp_dir(&format!("group-java-{protocol}"));
+    let dest = dir.join("dest");
+    let config = config(&dir, &topic, &group, protocol);
+    let mut workers: Vec<RunningSluice> =
+        (0..2).map(|_| RunningSluice::start(&dir.join("logs"), &config, &dest, "continuous", &[])).collect();
+    let generous = Duration::from_millis(SESSION_MS * 3 + 30_000);
+    let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
+    wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "two workers start").await;
+
+    // The Java member joins: partition -> the first offset it read.
+    let first_read: Arc<Mutex<BTreeMap<i32, i64>>> = Arc::default();
+    let owned: Arc<Mutex<BTreeSet<i32>>> = Arc::default();
+    let (seen, held) = (first_read.clone(), owned.clone());
+    let (t, g, p) = (topic.clone(), group.clone(), protocol.to_string());
+    let java = tokio::task::spawn_blocking(move || {
+        JavaGroupMember::start(&t, &g, &p, move |event| match event {
+            GroupMemberEvent::Assigned(partitions) => held.lock().unwrap().extend(partitions),
+            GroupMemberEvent::Revoked(partitions) | GroupMemberEvent::Lost(partitions) => {
+                held.lock().unwrap().retain(|p| !partitions.contains(p))
+            }
+            GroupMemberEvent::Record { partition, offset } => {
+                seen.lock().unwrap().entry(partition).or_insert(offset);
+            }
+            GroupMemberEvent::Closed => held.lock().unwrap().clear(),
+        })
+    })
+    .await
+    .expect("start the Java member");
+    let deadline = Instant::now() + generous;
+    while owned.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the Java member got no partition");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Let the rebalance settle, then watch who moves which partition for 3 s.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let java_partitions = owned.lock().unwrap().clone();
+    let before = certified(&dest, &topic);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = certified(&dest, &topic);
+    let moved_by_sluice: BTreeSet<i32> = after.iter().filter(|(p, at)| before.get(p) < Some(at)).map(|(p, _)| *p).collect();
+    assert!(
+        moved_by_sluice.is_disjoint(&java_partitions),
+        "the workers certified {moved_by_sluice:?} while the Java member owned {java_partitions:?}"
+    );
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    let covered: BTreeSet<i32> = moved_by_sluice.union(&java_partitions).copied().collect();
+    assert_eq!(covered, all, "workers moved {moved_by_sluice:?}, Java owns {java_partitions:?}");
+    // Where the Java member started each of its partitions: at the certified position the
+    // workers committed when they gave it up (frozen since), or past records that are not
+    // committed data (aborted ones, transaction markers).
+    let starts = first_read.lock().unwrap().clone();
+    assert!(!starts.is_empty(), "the Java member read nothing while it owned {java_partitions:?}");
+    let frozen = certified(&dest, &topic);
+
+    tokio::task::spawn_blocking(move || java.stop()).await.expect("stop the Java member");
+    producer.finish();
+    let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
+    wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "the workers take the Java member's partitions").await;
+    for worker in workers {
+        worker.terminate(Duration::from_secs(60));
+    }
+    assert_eq!(described_offsets(&group), certified(&dest, &topic), "kafka-consumer-groups.sh --describe");
+    let broker = BrokerView::read(&broker_address(), &topic);
+    for (partition, first) in &starts {
+        let committed_at = frozen[partition];
+        let skipped: Vec<i64> = broker.committed[partition].range(committed_at..*first).map(|(o, _)| *o).collect();
+        assert!(
+            *first >= committed_at && skipped.is_empty(),
+            "partition {partition}: the Java member started at {first}, the workers' commit was {committed_at} \
+             (committed records skipped: {skipped:?})"
+        );
+    }
+    let report = check(&broker, &OutputView::continuous(&dest, &topic));
+    report.assert_clean(&format!("{protocol}: workers sharing a group with the Java consumer"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn classic_workers_share_a_group_with_the_java_consumer() {
+    workers_and_the_java_consumer_share_a_group("classic").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kip848_workers_share_a_group_with_the_java_consumer() {
+    workers_and_the_java_consumer_share_a_group("consumer").await;
+}

@@ -221,3 +221,80 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// What the Java group member (`tests/java/GroupMember.java`) printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupMemberEvent {
+    Assigned(Vec<i32>),
+    Revoked(Vec<i32>),
+    Lost(Vec<i32>),
+    Record { partition: i32, offset: i64 },
+    Closed,
+}
+
+/// A Java `KafkaConsumer` in a consumer group (`GroupMember <bootstrap> <topic> <group>
+/// <classic|consumer>`): each line it prints is parsed and handed to `on_event` as it arrives.
+/// Closing its stdin ([`JavaGroupMember::stop`]) makes it leave the group.
+pub struct JavaGroupMember {
+    child: Child,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl JavaGroupMember {
+    /// Starts it and waits (bounded) until it printed READY.
+    pub fn start(
+        topic: &str,
+        group: &str,
+        protocol: &str,
+        mut on_event: impl FnMut(GroupMemberEvent) + Send + 'static,
+    ) -> JavaGroupMember {
+        let mut child = Command::new("bash")
+            .arg(repo_root().join("tests/kafka/broker.sh"))
+            .args(["java", "GroupMember", &broker_address(), topic, group, protocol])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the Java group member");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (ready, is_ready) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let partitions = |list: Option<&str>| -> Vec<i32> {
+                list.map(|list| list.split(',').filter_map(|p| p.parse().ok()).collect()).unwrap_or_default()
+            };
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let event = match words.as_slice() {
+                    ["READY"] => {
+                        let _ = ready.send(());
+                        continue;
+                    }
+                    ["ASSIGNED", list] => GroupMemberEvent::Assigned(partitions(Some(list))),
+                    ["REVOKED", list] => GroupMemberEvent::Revoked(partitions(Some(list))),
+                    ["LOST", list] => GroupMemberEvent::Lost(partitions(Some(list))),
+                    ["RECORD", partition, offset] => match (partition.parse(), offset.parse()) {
+                        (Ok(partition), Ok(offset)) => GroupMemberEvent::Record { partition, offset },
+                        _ => continue,
+                    },
+                    ["CLOSED"] => GroupMemberEvent::Closed,
+                    _ => continue,
+                };
+                on_event(event);
+            }
+        });
+        if is_ready.recv_timeout(Duration::from_secs(90)).is_err() {
+            let _ = child.kill();
+            panic!("the Java group member did not print READY within 90 s");
+        }
+        JavaGroupMember { child, reader }
+    }
+
+    /// Closes its stdin (it leaves the group) and waits for it to exit cleanly.
+    pub fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().expect("wait for the Java group member");
+        assert!(status.success(), "the Java group member failed: {status}");
+        self.reader.join().expect("the Java group member's reader");
+    }
+}

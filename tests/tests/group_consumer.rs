@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_tests::{client, unique_topic};
+use sluice_tests::{client, unique_topic, GroupMemberEvent, JavaGroupMember};
 use sluice_wire::{
     ClassicAssignor, Client, Compression, ConsumerEvent, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol,
     NewTopic, ProduceRecord, TopicPartition,
@@ -321,80 +321,39 @@ async fn subscribing_to_nothing_is_refused() {
     assert!(error.to_string().contains("subscribe to at least one topic"), "{error}");
 }
 
-/// A Java `KafkaConsumer` member (`tests/java/GroupMember.java`) whose printed events feed the
-/// same shared record as the sluice members'. Closing its stdin makes it leave the group.
-struct JavaMember {
-    child: std::process::Child,
-    reader: std::thread::JoinHandle<()>,
-}
-
-impl JavaMember {
-    fn start(topic: &str, group: &str, protocol: &str, shared: Arc<Mutex<Shared>>) -> JavaMember {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new("bash")
-            .arg(sluice_tests::repo_root().join("tests/kafka/broker.sh"))
-            .args(["java", "GroupMember", &sluice_tests::broker_address(), topic, group, protocol])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("start the Java group member");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (ready, is_ready) = std::sync::mpsc::channel();
-        let topic = topic.to_string();
-        let reader = std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let mut words = line.split_whitespace();
-                let (Some(what), rest) = (words.next(), words.collect::<Vec<_>>()) else { continue };
-                let partitions = || -> Vec<TopicPartition> {
-                    rest.first()
-                        .map(|list| list.split(',').map(|p| TopicPartition::new(&topic, p.parse().unwrap())).collect())
-                        .unwrap_or_default()
-                };
-                let mut shared = shared.lock().unwrap();
-                match what {
-                    "READY" => {
-                        let _ = ready.send(());
+/// Starts the Java `KafkaConsumer` member (`tests/java/GroupMember.java`), its events feeding the
+/// same shared record as the sluice members'.
+fn start_java_member(topic: &str, group: &str, protocol: &str, shared: Arc<Mutex<Shared>>) -> JavaGroupMember {
+    let name = topic.to_string();
+    JavaGroupMember::start(topic, group, protocol, move |event| {
+        let mut shared = shared.lock().unwrap();
+        match event {
+            GroupMemberEvent::Assigned(partitions) => {
+                for p in partitions {
+                    let tp = TopicPartition::new(&name, p);
+                    if let Some(owner) = shared.owners.insert(tp.clone(), "java".to_string()) {
+                        shared.double_owned.push(format!("{tp} assigned to java while {owner} held it"));
                     }
-                    "ASSIGNED" => {
-                        for tp in partitions() {
-                            if let Some(owner) = shared.owners.insert(tp.clone(), "java".to_string()) {
-                                shared.double_owned.push(format!("{tp} assigned to java while {owner} held it"));
-                            }
-                        }
-                    }
-                    "REVOKED" | "LOST" => {
-                        for tp in partitions() {
-                            if what == "LOST" {
-                                shared.lost.push(format!("java lost {tp}"));
-                            }
-                            shared.owners.remove(&tp);
-                        }
-                    }
-                    "RECORD" => {
-                        let partition: i32 = rest[0].parse().unwrap();
-                        let offset: i64 = rest[1].parse().unwrap();
-                        shared.reads.entry((partition, offset)).or_default().push("java".to_string());
-                    }
-                    "CLOSED" => {
-                        // It left: whatever it still owned is released.
-                        shared.owners.retain(|_, owner| owner != "java");
-                    }
-                    _ => {}
                 }
             }
-        });
-        is_ready.recv_timeout(Duration::from_secs(60)).expect("the Java group member did not start");
-        JavaMember { child, reader }
-    }
-
-    fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let status = self.child.wait().expect("wait for the Java group member");
-        assert!(status.success(), "the Java group member failed: {status}");
-        self.reader.join().expect("the Java member's reader");
-    }
+            GroupMemberEvent::Revoked(partitions) => {
+                for p in partitions {
+                    shared.owners.remove(&TopicPartition::new(&name, p));
+                }
+            }
+            GroupMemberEvent::Lost(partitions) => {
+                for p in partitions {
+                    shared.lost.push(format!("java lost {p}"));
+                    shared.owners.remove(&TopicPartition::new(&name, p));
+                }
+            }
+            GroupMemberEvent::Record { partition, offset } => {
+                shared.reads.entry((partition, offset)).or_default().push("java".to_string());
+            }
+            // It left: whatever it still owned is released.
+            GroupMemberEvent::Closed => shared.owners.retain(|_, owner| owner != "java"),
+        }
+    })
 }
 
 /// Sluice members and a Java `KafkaConsumer` in one group share the partitions, hand them over
@@ -429,7 +388,7 @@ async fn interop_with_java(protocol: GroupProtocol, java_protocol: &str, label: 
     let java = tokio::task::spawn_blocking({
         let (topic, group, shared) = (topic.clone(), group.clone(), shared.clone());
         let java_protocol = java_protocol.to_string();
-        move || JavaMember::start(&topic, &group, &java_protocol, shared)
+        move || start_java_member(&topic, &group, &java_protocol, shared)
     })
     .await
     .expect("start java");
