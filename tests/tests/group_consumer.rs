@@ -294,6 +294,35 @@ async fn kip848_members_share_and_hand_over() {
     members_share_and_hand_over(GroupProtocol::Consumer, ClassicAssignor::CooperativeSticky, "kip848").await;
 }
 
+/// KIP-848 with a named server-side assignor (`range`, and `uniform` in the test above by
+/// default): the coordinator assigns with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kip848_with_the_range_server_assignor() {
+    let Some(client) = client().await else { return };
+    let topic = unique_topic("group-range848");
+    client.create_topic(&NewTopic::new(&topic, 4, 1)).await.expect("create topic");
+    let config = group_config(&unique_topic("group-range848-g"), GroupProtocol::Consumer, ClassicAssignor::Range)
+        .with_server_assignor("range");
+    let fetch = || FetchConfig::default().with_max_wait_ms(100);
+    let mut a = GroupConsumer::subscribe(client.clone(), config.clone(), [topic.clone()], fetch()).await.expect("a");
+    poll_until_assigned(&mut a, 4, Duration::from_secs(30)).await;
+    let mut b = GroupConsumer::subscribe(client.clone(), config.clone(), [topic.clone()], fetch()).await.expect("b");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.assignment().count() != 2 || b.assignment().count() != 2 {
+        assert!(Instant::now() < deadline, "no 2 + 2 split with the range assignor");
+        let _ = tokio::time::timeout(Duration::from_millis(100), a.poll()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(100), b.poll()).await;
+    }
+    // Range gives contiguous blocks: each member has two neighbouring partitions.
+    for member in [&a, &b] {
+        let partitions: Vec<i32> = member.assignment().map(|tp| tp.partition).collect();
+        assert_eq!(partitions[1], partitions[0] + 1, "{partitions:?}");
+    }
+    a.close().await;
+    b.close().await;
+    client.delete_topics(&[&topic]).await.expect("delete topic");
+}
+
 #[tokio::test]
 async fn auto_picks_kip848_on_kafka_4() {
     let Some(client) = client().await else { return };
@@ -319,6 +348,12 @@ async fn subscribing_to_nothing_is_refused() {
         .await
         .expect_err("no topics");
     assert!(error.to_string().contains("subscribe to at least one topic"), "{error}");
+    let client = sluice_tests::client().await.expect("a broker");
+    let long = "t".repeat(40_000);
+    let error = GroupConsumer::subscribe(client, GroupConfig::new("g"), [long], FetchConfig::default())
+        .await
+        .expect_err("a name no subscription can carry");
+    assert!(error.to_string().contains("is not a Kafka topic name"), "{error}");
 }
 
 /// Starts the Java `KafkaConsumer` member (`tests/java/GroupMember.java`), its events feeding the

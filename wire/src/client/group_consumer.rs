@@ -283,6 +283,21 @@ impl GroupConsumer {
                 message: format!("consumer group `{}`: subscribe to at least one topic", group.group_id),
             });
         }
+        // Kafka's own rule for topic names; it also keeps every name within the i16 length
+        // field of the subscription the classic protocol embeds in JoinGroup.
+        if let Some(bad) = topics.iter().find(|topic| {
+            topic.is_empty()
+                || topic.len() > 249
+                || !topic.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        }) {
+            return Err(ClientError::InvalidArgument {
+                message: format!(
+                    "consumer group `{}`: {bad:?} is not a Kafka topic name (1 to 249 characters from a-z, A-Z, \
+                     0-9, `.`, `_` and `-`)",
+                    group.group_id
+                ),
+            });
+        }
         let heartbeat_range = client.broker_api_range(ApiKey::CONSUMER_GROUP_HEARTBEAT).await?;
         let protocol = match (group.protocol, heartbeat_range) {
             (GroupProtocol::Auto, Some(_)) => GroupProtocol::Consumer,
