@@ -1001,12 +1001,20 @@ impl Session {
     /// epoch, and its rows no longer count against the budget.
     fn certified(&mut self, epoch: CertifiedEpoch) {
         self.queued = self.queued.saturating_sub(epoch.rendered);
+        let Some(topic) = self.topics.get_mut(epoch.topic_index) else { return };
+        // A group read's report about an earlier claim of the partition (it was lost, and
+        // claimed again since) says nothing about the current run of it.
+        let run = topic
+            .partitions
+            .get_mut(&epoch.partition)
+            .filter(|run| run.claim.as_ref().map(|claim| claim.fence) == epoch.fence);
         if let Some(error) = &epoch.fenced {
-            self.on_fenced(epoch.topic_index, epoch.partition, error);
+            if run.is_some() {
+                self.on_fenced(epoch.topic_index, epoch.partition, error);
+            }
             return;
         }
-        let Some(topic) = self.topics.get_mut(epoch.topic_index) else { return };
-        if let Some(run) = topic.partitions.get_mut(&epoch.partition) {
+        if let Some(run) = run {
             run.certified = epoch.next_offset;
             if let Source::Group(source) = &mut self.source {
                 source.certified(&topic.name, epoch.partition, epoch.next_offset);
@@ -1135,6 +1143,8 @@ struct CertifiedEpoch {
     /// Refused because another worker of the group owns the partition now (nothing written or
     /// certified); the writer goes on with the other partitions.
     fenced: Option<DestinationError>,
+    /// The fence of the claim the epoch was written under (group reads).
+    fence: Option<u64>,
 }
 
 /// The read loop's end of the writer thread (see the module docs). Generic over the destination
@@ -1220,6 +1230,7 @@ fn write_epochs<D: Destination + SharedDestination>(
             WriteCommand::Schema { topic, schema } => destination.write_schema(&topic, &schema).map(|()| None),
             WriteCommand::Epoch(epoch) => {
                 let (topic_index, partition, rendered) = (epoch.topic_index, epoch.partition, epoch.rows.bytes().len());
+                let fence = epoch.claim.as_ref().map(|claim| claim.fence);
                 match write_and_certify(&mut destination, *epoch) {
                     // Only this partition's epochs are refused: the others go on.
                     Err(error @ DestinationError::Fenced { .. }) => Ok(Some(CertifiedEpoch {
@@ -1231,6 +1242,7 @@ fn write_epochs<D: Destination + SharedDestination>(
                         bytes: 0,
                         rendered,
                         fenced: Some(error),
+                        fence,
                     })),
                     other => other.map(Some),
                 }
@@ -1292,6 +1304,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
         bytes,
         rendered: rows.bytes().len(),
         fenced: None,
+        fence: claim.as_ref().map(|claim| claim.fence),
     })
 }
 

@@ -356,8 +356,8 @@ async fn start_position_group_resumes_from_the_groups_offsets() {
 /// certified positions) left it; when it leaves, the workers take its partitions back from
 /// their own checkpoints and the output stays exact.
 async fn workers_and_the_java_consumer_share_a_group(protocol: &str) {
-    use std::sync::{Arc, Mutex};
     use sluice_tests::{GroupMemberEvent, JavaGroupMember};
+    use std::sync::{Arc, Mutex};
     let Some(client) = sluice_tests::client().await else { return };
     let topic = common::create_topic(&client, &format!("group-java-{protocol}"), PARTITIONS, &[]).await;
     let group = sluice_tests::unique_topic(&format!("group-java-{protocol}"));
@@ -405,7 +405,8 @@ async fn workers_and_the_java_consumer_share_a_group(protocol: &str) {
     let before = certified(&dest, &topic);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = certified(&dest, &topic);
-    let moved_by_sluice: BTreeSet<i32> = after.iter().filter(|(p, at)| before.get(p) < Some(at)).map(|(p, _)| *p).collect();
+    let moved_by_sluice: BTreeSet<i32> =
+        after.iter().filter(|(p, at)| before.get(p) < Some(at)).map(|(p, _)| *p).collect();
     assert!(
         moved_by_sluice.is_disjoint(&java_partitions),
         "the workers certified {moved_by_sluice:?} while the Java member owned {java_partitions:?}"

@@ -242,6 +242,26 @@ impl LocalDirectory {
     }
 }
 
+impl LocalDirectory {
+    /// Deletes certificates of `partition` staged by a worker that died before renaming them
+    /// (`.p<partition>.json.<unique>.tmp`). Called under the topic lock, by a claim.
+    fn delete_staged_checkpoints(&self, topic: &str, partition: i32) -> Result<(), DestinationError> {
+        let dir = self.partitions_dir(topic);
+        let prefix = format!(".p{partition}.json.");
+        let entries =
+            fs::read_dir(&dir).map_err(|error| DestinationError::Io { action: "list", path: dir.clone(), error })?;
+        for entry in entries {
+            let entry = entry.map_err(|error| DestinationError::Io { action: "list", path: dir.clone(), error })?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".tmp") {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|error| DestinationError::Io { action: "delete", path, error })?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl SharedDestination for LocalDirectory {
     fn begin_shared_run(&mut self, topic: &str, incarnation: &Incarnation) -> Result<(), DestinationError> {
         if !is_valid_topic_name(topic) || topic == "_sluice" {
@@ -297,6 +317,7 @@ impl SharedDestination for LocalDirectory {
             self.save_partition(topic, partition, &PartitionFile { fence, owner: owner.to_string(), ..file })?;
             crate::fault::point("partition.claimed");
             self.delete_uncertified(topic, partition, certified.map(|next| next.offset))?;
+            self.delete_staged_checkpoints(topic, partition)?;
             tracing::debug!(topic, partition, fence, owner, "claimed {topic}-{partition} (fence {fence})");
             claims.insert(partition, Claim { partition, fence, certified, owner: owner.to_string() });
         }

@@ -248,8 +248,10 @@ pub struct GroupConsumer {
     unpositioned: BTreeSet<TopicPartition>,
     /// Events taken from the member task, not yet returned.
     pending: VecDeque<ConsumerEvent>,
-    /// A revocation returned by the last `poll`: the next one releases it.
-    release_on_poll: bool,
+    /// The numbers of the revocations in `pending`, in order.
+    revocation_numbers: VecDeque<u64>,
+    /// A revocation returned by the last `poll` (its number): the next one releases it.
+    release_on_poll: Option<u64>,
     failed: Option<ClientError>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -381,7 +383,8 @@ impl GroupConsumer {
             assigned: BTreeSet::new(),
             unpositioned: BTreeSet::new(),
             pending: VecDeque::new(),
-            release_on_poll: false,
+            revocation_numbers: VecDeque::new(),
+            release_on_poll: None,
             failed: None,
             task,
         })
@@ -437,8 +440,8 @@ impl GroupConsumer {
     /// incompatible group configuration): every later call returns it too; or a fetch error
     /// of [`Consumer::poll`].
     pub async fn poll(&mut self) -> Result<ConsumerEvent, ClientError> {
-        if std::mem::take(&mut self.release_on_poll) {
-            let _ = self.commands.send(Command::RevocationDone);
+        if let Some(number) = self.release_on_poll.take() {
+            let _ = self.commands.send(Command::RevocationDone(number));
         }
         loop {
             self.take_events();
@@ -514,6 +517,9 @@ impl GroupConsumer {
     }
 
     async fn close_with(mut self, membership: CloseMembership) {
+        if let Some(number) = self.release_on_poll.take() {
+            let _ = self.commands.send(Command::RevocationDone(number));
+        }
         let (reply, answer) = oneshot::channel();
         if self.commands.send(Command::Close { membership, reply }).is_ok() {
             let _ = answer.await;
@@ -547,7 +553,10 @@ impl GroupConsumer {
     fn queue(&mut self, event: MemberEvent) {
         match event {
             MemberEvent::Assigned(partitions) => self.pending.push_back(ConsumerEvent::Assigned(partitions)),
-            MemberEvent::Revoked(partitions) => self.pending.push_back(ConsumerEvent::Revoked(partitions)),
+            MemberEvent::Revoked(number, partitions) => {
+                self.pending.push_back(ConsumerEvent::Revoked(partitions));
+                self.revocation_numbers.push_back(number);
+            }
             MemberEvent::Lost(partitions) => self.pending.push_back(ConsumerEvent::Lost(partitions)),
             MemberEvent::Failed(error) => self.failed = Some(error),
         }
@@ -569,7 +578,7 @@ impl GroupConsumer {
                     self.consumer.unassign(partition);
                 }
                 if matches!(event, ConsumerEvent::Revoked(_)) {
-                    self.release_on_poll = true;
+                    self.release_on_poll = self.revocation_numbers.pop_front();
                 }
             }
             ConsumerEvent::Records(_) => {}

@@ -755,6 +755,24 @@ impl ClassicMember {
         [session, retry, heartbeat].into_iter().flatten().min()
     }
 
+    /// A heartbeat to keep the session alive while the caller holds the next JoinGroup back
+    /// (it is still stopping revoked partitions, as the Java client's heartbeat thread does during
+    /// `onPartitionsRevoked`), and the interval to send it at. `None` without a generation. Its
+    /// answer is not the member's: the driver does not feed it back (the JoinGroup that follows
+    /// learns whatever it would say).
+    pub fn keepalive_heartbeat(&self) -> Option<(HeartbeatRequest, Duration)> {
+        if self.generation == NO_GENERATION || self.member_id.is_empty() || self.is_closed() {
+            return None;
+        }
+        let request = HeartbeatRequest {
+            group_id: self.config.group_id.clone(),
+            generation_id: self.generation,
+            member_id: self.member_id.clone(),
+            group_instance_id: self.config.group_instance_id.clone(),
+        };
+        Some((request, self.config.heartbeat_interval))
+    }
+
     /// Feeds back the answer to a request from [`ClassicMember::poll_request`]. An error is
     /// fatal: the member has stopped (and reported its partitions [`GroupEvent::Lost`]); the
     /// caller closes the consumer and reports it.

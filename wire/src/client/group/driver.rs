@@ -40,9 +40,9 @@ use crate::protocol::{ApiKey, ErrorCode};
 pub(crate) enum MemberEvent {
     /// These partitions are the member's now.
     Assigned(Vec<TopicPartition>),
-    /// Give these up; the task waits for [`Command::RevocationDone`] before it lets the group
-    /// hand them to another member.
-    Revoked(Vec<TopicPartition>),
+    /// Give these up; the task waits for [`Command::RevocationDone`] with the same number
+    /// before it lets the group hand them to another member.
+    Revoked(u64, Vec<TopicPartition>),
     /// These are gone already (fenced, session expired): stop at once, commit nothing for them.
     Lost(Vec<TopicPartition>),
     /// The member stopped for good.
@@ -51,8 +51,9 @@ pub(crate) enum MemberEvent {
 
 /// What the consumer handle asks of the member task.
 pub(crate) enum Command {
-    /// The partitions of the last [`MemberEvent::Revoked`] are stopped (and committed).
-    RevocationDone,
+    /// The partitions of the [`MemberEvent::Revoked`] of this number are stopped (and
+    /// committed). An older number (a revocation that a loss overtook) is ignored.
+    RevocationDone(u64),
     /// Commit these next offsets under the member's current generation or epoch.
     Commit { offsets: BTreeMap<TopicPartition, i64>, reply: oneshot::Sender<Result<(), ClientError>> },
     /// The group's committed next offsets of these partitions (absent: none committed).
@@ -80,7 +81,12 @@ enum Done {
     Classic(ApiKey, Result<GroupResponse, ClientError>),
     Heartbeat(Result<ConsumerGroupHeartbeatResponse, ClientError>),
     FoundCoordinator(Result<FindCoordinatorResponse, ClientError>),
-    Metadata { for_assignment: bool, result: Result<Arc<ClusterMetadata>, ClientError> },
+    Metadata {
+        for_assignment: bool,
+        result: Result<Arc<ClusterMetadata>, ClientError>,
+    },
+    /// A classic keep-alive heartbeat during a revocation; its answer is not the member's.
+    Keepalive(Result<crate::protocol::messages::heartbeat::HeartbeatResponse, ClientError>),
     Commit(u64, Result<OffsetCommitResponse, ClientError>),
     Fetched(u64, Result<OffsetFetchResponse, ClientError>),
 }
@@ -114,6 +120,8 @@ type CoordinatorSlot = Arc<AsyncMutex<Option<(String, Connection)>>>;
 
 /// Pause between retries of a commit or an offset fetch the coordinator could not serve yet.
 const CALL_RETRY: Duration = Duration::from_millis(200);
+/// Pause before asking again for metadata that failed or lacked an assigned topic id.
+const METADATA_RETRY: Duration = Duration::from_millis(500);
 
 /// The member task's state.
 pub(crate) struct Driver {
@@ -122,16 +130,28 @@ pub(crate) struct Driver {
     events: mpsc::UnboundedSender<MemberEvent>,
     commands: mpsc::UnboundedReceiver<Command>,
     tasks: JoinSet<Done>,
+    /// The coordinator connection of the membership requests (JoinGroup may be parked on it for
+    /// the whole rebalance).
     slot: CoordinatorSlot,
+    /// A second one for commits, offset fetches and LeaveGroup, which must not queue behind a
+    /// parked JoinGroup (a broker answers one request per connection at a time).
+    calls_slot: CoordinatorSlot,
     /// KIP-848: the coordinator's address from FindCoordinator (the classic member keeps its
     /// own), and whether a lookup is running or when the next may go.
     coordinator: Option<String>,
     finding: bool,
     find_after: Option<Instant>,
-    /// A revocation the consumer has not confirmed yet.
-    revoking: bool,
-    /// A metadata refresh for the member is running.
+    /// The number of the revocation the consumer has not confirmed yet.
+    revoking: Option<u64>,
+    next_revocation: u64,
+    /// Classic: when to send the next keep-alive heartbeat while a revocation holds the rejoin.
+    keepalive_at: Option<Instant>,
+    /// A metadata refresh for the member is running; one that failed or left topic ids unknown
+    /// is asked for again (topics, for the classic leader's assignment) after a pause.
     metadata_running: bool,
+    metadata_retry: Option<(Instant, Vec<String>, bool)>,
+    /// The topics of the refresh running.
+    metadata_topics: Vec<String>,
     calls: BTreeMap<u64, Call>,
     next_call: u64,
     /// Closing: the reply to send once the member is out (or the deadline passed).
@@ -153,11 +173,16 @@ impl Driver {
             commands,
             tasks: JoinSet::new(),
             slot: Arc::new(AsyncMutex::new(None)),
+            calls_slot: Arc::new(AsyncMutex::new(None)),
             coordinator: None,
             finding: false,
             find_after: None,
-            revoking: false,
+            revoking: None,
+            next_revocation: 0,
+            keepalive_at: None,
             metadata_running: false,
+            metadata_retry: None,
+            metadata_topics: Vec::new(),
             calls: BTreeMap::new(),
             next_call: 0,
             closing: None,
@@ -215,8 +240,10 @@ impl Driver {
             }
         }
         // Leave no connection behind, and let pending callers know.
-        if let Some((_, connection)) = self.slot.lock().await.take() {
-            connection.close();
+        for slot in [&self.slot, &self.calls_slot] {
+            if let Some((_, connection)) = slot.lock().await.take() {
+                connection.close();
+            }
         }
         for (_, call) in std::mem::take(&mut self.calls) {
             let error = ClientError::InvalidArgument {
@@ -237,7 +264,8 @@ impl Driver {
         };
         match &self.closing {
             Some((deadline, _)) => out || now >= *deadline,
-            None => out && !self.commands_open,
+            // Failed on its own (a fatal answer to a heartbeat or a commit): reported by `run`.
+            None => out,
         }
     }
 
@@ -251,16 +279,23 @@ impl Driver {
 
     fn next_wake(&self, now: Instant) -> Instant {
         let member = match &self.member {
+            // Held back by a revocation: only the keep-alive heartbeats are due.
+            Member::Classic(_) if self.revoking.is_some() && self.closing.is_none() => self.keepalive_at,
             Member::Classic(member) => member.poll_timeout(),
+            // Without a coordinator the member's timers wait for the lookup (`find_after`).
+            Member::Kip848 { .. } if self.coordinator.is_none() => None,
             Member::Kip848 { member, .. } => member.poll_timeout(),
         };
         let calls = self.calls.values().filter_map(|call| call.due.map(|due| due.min(call.deadline)));
         let closing = self.closing.as_ref().map(|(deadline, _)| *deadline);
+        let metadata = self.metadata_retry.as_ref().map(|(at, _, _)| *at);
+        let find = self.find_after.filter(|_| !self.finding);
         member
             .into_iter()
             .chain(calls)
             .chain(closing)
-            .chain(self.find_after)
+            .chain(find)
+            .chain(metadata)
             .min()
             .unwrap_or(now + Duration::from_secs(3600))
             .max(now)
@@ -274,13 +309,29 @@ impl Driver {
                 // A revocation holds the next JoinGroup: the partitions go to another member
                 // only after this one stopped them (the Java client runs onPartitionsRevoked
                 // before it rejoins).
-                if !self.revoking || self.closing.is_some() {
+                if self.revoking.is_none() || self.closing.is_some() {
+                    self.keepalive_at = None;
                     let mut requests = Vec::new();
                     while let Some(request) = member.poll_request(now) {
                         requests.push(request);
                     }
                     for request in requests {
-                        self.send_classic(request);
+                        self.send_classic(now, request);
+                    }
+                } else if let Some((heartbeat, interval)) = member.keepalive_heartbeat() {
+                    // The session must outlive a slow revocation, as it does with the Java
+                    // client's heartbeat thread.
+                    let due = *self.keepalive_at.get_or_insert(now + interval);
+                    let address = member.coordinator().map(|node| node_address(node.node_id, &node.host, node.port));
+                    if let (true, Some(address)) = (now >= due, address) {
+                        self.keepalive_at = Some(now + interval);
+                        let (slot, client) = (self.slot.clone(), self.client.clone());
+                        let timeout = self.request_timeout();
+                        self.tasks.spawn(async move {
+                            Done::Keepalive(
+                                send_to_coordinator(&client, &slot, &address, &heartbeat, None, timeout).await,
+                            )
+                        });
                     }
                 }
             }
@@ -311,27 +362,59 @@ impl Driver {
             }
         }
         self.forward_events();
+        self.retry_metadata(now);
         self.send_calls(now);
         Ok(())
     }
 
+    /// Asks again for metadata that failed, or that left assigned topic ids unknown (a topic
+    /// created after the assignment named it, a broker with older metadata).
+    fn retry_metadata(&mut self, now: Instant) {
+        if self.metadata_running {
+            return;
+        }
+        if let Member::Kip848 { member, .. } = &self.member {
+            if self.metadata_retry.is_none() && !member.unknown_topic_ids().is_empty() {
+                self.metadata_retry = Some((now + METADATA_RETRY, member.config().topics.clone(), false));
+            }
+        }
+        if let Some((at, topics, for_assignment)) = self.metadata_retry.take() {
+            if now < at {
+                self.metadata_retry = Some((at, topics, for_assignment));
+                return;
+            }
+            self.metadata_running = true;
+            self.metadata_topics = topics.clone();
+            spawn_metadata(&mut self.tasks, &self.client, topics, for_assignment);
+        }
+    }
+
     fn forward_events(&mut self) {
+        let mut lost: Vec<TopicPartition> = Vec::new();
         match &mut self.member {
             Member::Classic(member) => {
                 while let Some(event) = member.take_event() {
                     match event {
                         GroupEvent::MetadataNeeded { topics } => {
-                            spawn_metadata(&mut self.tasks, &self.client, topics, true);
+                            self.metadata_retry = None;
                             self.metadata_running = true;
+                            self.metadata_topics = topics.clone();
+                            spawn_metadata(&mut self.tasks, &self.client, topics, true);
                         }
                         GroupEvent::Assigned(partitions) => send(&self.events, MemberEvent::Assigned(partitions)),
                         GroupEvent::Revoked(partitions) => {
                             if self.closing.is_none() {
-                                self.revoking = true;
-                                send(&self.events, MemberEvent::Revoked(partitions));
+                                self.next_revocation += 1;
+                                self.revoking = Some(self.next_revocation);
+                                send(&self.events, MemberEvent::Revoked(self.next_revocation, partitions));
                             }
                         }
-                        GroupEvent::Lost(partitions) => send(&self.events, MemberEvent::Lost(partitions)),
+                        GroupEvent::Lost(partitions) => {
+                            // A pending revocation needs no confirmation any more.
+                            self.revoking = None;
+                            lost.extend(partitions.iter().cloned());
+                            send(&self.events, MemberEvent::Lost(partitions));
+                        }
                     }
                 }
             }
@@ -344,22 +427,19 @@ impl Driver {
                                 // Closing: the consumer committed what it wanted before `close`.
                                 member.acknowledge_revoked();
                             } else {
-                                self.revoking = true;
-                                send(&self.events, MemberEvent::Revoked(partitions));
+                                self.next_revocation += 1;
+                                self.revoking = Some(self.next_revocation);
+                                send(&self.events, MemberEvent::Revoked(self.next_revocation, partitions));
                             }
                         }
                         Kip848Event::Lost(partitions) => {
-                            // A pending revocation needs no confirmation any more.
-                            self.revoking = false;
+                            self.revoking = None;
+                            lost.extend(partitions.iter().cloned());
                             send(&self.events, MemberEvent::Lost(partitions));
                         }
-                        Kip848Event::UnknownTopicIds(_) => {
-                            if !self.metadata_running {
-                                self.metadata_running = true;
-                                let topics = member.config().topics.clone();
-                                spawn_metadata(&mut self.tasks, &self.client, topics, false);
-                            }
-                        }
+                        // `retry_metadata` asks for them (again, after a pause, while any stay
+                        // unknown).
+                        Kip848Event::UnknownTopicIds(_) => {}
                         Kip848Event::RetryCommit => {
                             for call in self.calls.values_mut() {
                                 if call.due.is_some() {
@@ -371,9 +451,36 @@ impl Driver {
                 }
             }
         }
+        if !lost.is_empty() {
+            self.drop_lost_from_calls(&lost);
+        }
     }
 
-    fn send_classic(&mut self, request: GroupRequest) {
+    /// A commit of a lost partition must not go out later under a newer generation or epoch:
+    /// the coordinator checks the member, not who owns the partition, and would move the new
+    /// owner's offset back. Such partitions leave every pending commit; a commit left with
+    /// nothing fails, naming the loss.
+    fn drop_lost_from_calls(&mut self, lost: &[TopicPartition]) {
+        let group = self.group_id().to_string();
+        let ids: Vec<u64> = self.calls.keys().copied().collect();
+        for id in ids {
+            let Some(call) = self.calls.get_mut(&id) else { continue };
+            let CallKind::Commit { offsets, .. } = &mut call.kind else { continue };
+            offsets.retain(|tp, _| !lost.contains(tp));
+            if offsets.is_empty() {
+                if let Some(call) = self.calls.remove(&id) {
+                    call.kind.reply(Err(ClientError::InvalidArgument {
+                        message: format!(
+                            "consumer group `{group}`: the partitions of this commit were lost (the member was \
+                             fenced or its session expired); they belong to another member now"
+                        ),
+                    }));
+                }
+            }
+        }
+    }
+
+    fn send_classic(&mut self, now: Instant, request: GroupRequest) {
         let api = request.api();
         let timeout = request.timeout(self.request_timeout());
         let client = self.client.clone();
@@ -390,14 +497,17 @@ impl Driver {
                 });
             }
             Destination::Coordinator => {
-                let Member::Classic(member) = &self.member else { return };
-                let address = member.coordinator().map(|node| node_address(node.node_id, &node.host, node.port));
-                let slot = self.slot.clone();
+                let Member::Classic(member) = &mut self.member else { return };
+                let Some(address) = member.coordinator().map(|node| node_address(node.node_id, &node.host, node.port))
+                else {
+                    // The coordinator was forgotten after the request was made (a commit answered
+                    // NOT_COORDINATOR): as if it could not be reached; the member looks it up.
+                    member.handle_failure(now, api, ErrorKind::Network);
+                    return;
+                };
+                // LeaveGroup must not queue behind a JoinGroup parked on the membership connection.
+                let slot = if api == ApiKey::LEAVE_GROUP { self.calls_slot.clone() } else { self.slot.clone() };
                 self.tasks.spawn(async move {
-                    let Some(address) = address else {
-                        let error = ClientError::InvalidArgument { message: "no coordinator known".to_string() };
-                        return Done::Classic(api, Err(error));
-                    };
                     let (c, s, a, t) = (&client, &slot, address.as_str(), timeout);
                     let result = match request {
                         GroupRequest::JoinGroup(r) => {
@@ -425,8 +535,9 @@ impl Driver {
     fn on_command(&mut self, command: Command) {
         let now = Instant::now();
         match command {
-            Command::RevocationDone => {
-                if std::mem::take(&mut self.revoking) {
+            Command::RevocationDone(number) => {
+                if self.revoking == Some(number) {
+                    self.revoking = None;
                     if let Member::Kip848 { member, .. } = &mut self.member {
                         member.acknowledge_revoked();
                     }
@@ -468,7 +579,13 @@ impl Driver {
         let now = Instant::now();
         // The leave itself, plus the revocation before it, within one request timeout.
         self.closing = Some((now + self.request_timeout(), reply));
-        self.revoking = false;
+        // A revocation not confirmed yet: the consumer is closing, and committed what it wanted
+        // before; the KIP-848 member sends its leave only once nothing is being revoked.
+        if self.revoking.take().is_some() {
+            if let Member::Kip848 { member, .. } = &mut self.member {
+                member.acknowledge_revoked();
+            }
+        }
         match &mut self.member {
             Member::Classic(member) => member.leave(membership),
             Member::Kip848 { member, .. } => match membership {
@@ -507,7 +624,13 @@ impl Driver {
             if call.due.is_none_or(|due| now < due) {
                 continue;
             }
-            let Some(address) = self.coordinator_address() else { continue };
+            let Some(address) = self.coordinator_address() else {
+                // Not known yet (being looked up): try again shortly, without spinning.
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.due = Some(now + CALL_RETRY);
+                }
+                continue;
+            };
             let request = match &call.kind {
                 CallKind::Commit { offsets, .. } => self.commit_request(offsets).map(Outgoing::Commit),
                 CallKind::Fetch { partitions, found, .. } => {
@@ -533,7 +656,7 @@ impl Driver {
                     call.sent = Some(request.clone());
                 }
             }
-            let (client, slot) = (self.client.clone(), self.slot.clone());
+            let (client, slot) = (self.client.clone(), self.calls_slot.clone());
             let timeout = self.request_timeout();
             self.tasks.spawn(async move {
                 match request {
@@ -657,9 +780,23 @@ impl Driver {
                     Err(error) => return Err(error),
                 }
             }
+            Done::Keepalive(result) => {
+                if let Err(error) = result {
+                    tracing::debug!(group = %self.group_id(), "keep-alive heartbeat failed: {error}");
+                }
+            }
             Done::Metadata { for_assignment, result } => {
                 self.metadata_running = false;
-                let metadata = result?;
+                let metadata = match result {
+                    Ok(metadata) => metadata,
+                    Err(error) if error.is_retriable() || error.kind() == ErrorKind::Network => {
+                        tracing::warn!(group = %self.group_id(), "metadata for the group failed: {error}; retrying");
+                        let topics = std::mem::take(&mut self.metadata_topics);
+                        self.metadata_retry = Some((now + METADATA_RETRY, topics, for_assignment));
+                        return Ok(());
+                    }
+                    Err(error) => return Err(error),
+                };
                 match &mut self.member {
                     Member::Classic(member) if for_assignment => {
                         let counts: BTreeMap<String, i32> = metadata
