@@ -452,3 +452,101 @@ async fn classic_workers_share_a_group_with_the_java_consumer() {
 async fn kip848_workers_share_a_group_with_the_java_consumer() {
     workers_and_the_java_consumer_share_a_group("consumer").await;
 }
+
+/// A group worker killed (abort, like `kill -9`) at each step of the shared destination's
+/// write path: a claim made durable, a staged file written or fsynced, a fenced rename, an
+/// epoch written but not certified, a certificate renamed but its directory not fsynced, an
+/// epoch certified. The worker is static (`group_instance_id`), so its restart takes its
+/// partitions back at once. After every round the committed output is checked.
+/// `SLUICE_GROUP_CRASH_ROUNDS` sets the rounds (default 14: each point twice).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_worker_killed_at_every_write_step_loses_and_duplicates_nothing() {
+    const POINTS: &[&str] = &[
+        "partition.claimed",
+        "file.written",
+        "file.synced",
+        "file.renamed",
+        "epoch.written",
+        "epoch.certified.file",
+        "epoch.certified",
+    ];
+    let Some(client) = sluice_tests::client().await else { return };
+    let rounds: usize =
+        std::env::var("SLUICE_GROUP_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(POINTS.len() * 2);
+    let mut rng = XorShift(0x0c4a_5eed ^ u64::from(std::process::id()));
+    let partitions = 3;
+    let topic = common::create_topic(&client, "group-crash", partitions, &[]).await;
+    let group = sluice_tests::unique_topic("group-crash");
+    let dir = common::temp_dir("group-crash");
+    let dest = dir.join("dest");
+    let config = common::write_config(
+        &dir,
+        json!({"topics": [topic], "group_id": group, "group_protocol": "classic", "group_instance_id": "worker-1",
+               "group_session_timeout_ms": SESSION_MS, "group_heartbeat_interval_ms": 500,
+               "epoch_max_records": 7, "epoch_max_ms": 100, "fetch_max_wait_ms": 50}),
+    );
+    let mut next_n = 0;
+    let mut snapshots = Vec::new();
+    let mut crashes: BTreeMap<&str, usize> = BTreeMap::new();
+    for round in 0..rounds {
+        for partition in 0..partitions {
+            let values: Vec<Value> = (0..10)
+                .map(|_| {
+                    next_n += 1;
+                    json!({"p": partition, "n": next_n})
+                })
+                .collect();
+            common::produce_json(&client, &topic, partition, &values).await;
+        }
+        let ends = common::end_offsets(&client, &topic, partitions).await;
+        let point = POINTS[round % POINTS.len()];
+        let count = 1 + rng.below(if point == "partition.claimed" { 2 } else { 6 });
+        let armed = format!("{point}:{count}");
+        let mut worker =
+            RunningSluice::start(&dir.join("logs"), &config, &dest, "continuous", &[("SLUICE_FAULT_POINT", &armed)]);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let outcome = loop {
+            if worker.exited().is_some() {
+                break worker.wait(Duration::from_secs(1));
+            }
+            let now = certified(&dest, &topic);
+            if ends.iter().all(|(p, end)| now.get(p).is_some_and(|at| at >= end)) {
+                break worker.terminate(Duration::from_secs(30));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round} ({armed}): no progress; stderr:\n{}",
+                worker.stderr_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        if outcome.stderr.contains(&format!("fault point {point} reached")) {
+            assert_eq!(outcome.status.code(), None, "round {round}: an abort ends by a signal: {outcome:?}");
+            *crashes.entry(point).or_default() += 1;
+        } else {
+            assert_eq!(outcome.status.code(), Some(0), "round {round} ({armed}) failed: {}", outcome.stderr);
+        }
+        if !certified(&dest, &topic).is_empty() {
+            snapshots.push((round, OutputView::continuous(&dest, &topic)));
+        }
+    }
+    let ends = common::end_offsets(&client, &topic, partitions).await;
+    let mut workers = vec![RunningSluice::start(&dir.join("logs"), &config, &dest, "continuous", &[])];
+    wait_caught_up(&mut workers, &dest, &topic, &ends, Duration::from_secs(60), "the final clean run").await;
+    for worker in workers {
+        worker.terminate(Duration::from_secs(30));
+    }
+    let broker = BrokerView::read(&broker_address(), &topic);
+    for (round, snapshot) in &snapshots {
+        let report = check(&broker, snapshot);
+        let total = report.total();
+        let clean = total.lost + total.duplicate + total.nonmonotonic + total.aborted_read + total.mismatched == 0;
+        assert!(clean, "after round {round}, the committed output is wrong:\n{report}");
+    }
+    check(&broker, &OutputView::continuous(&dest, &topic)).assert_clean("final output after the crash rounds");
+    if rounds >= POINTS.len() * 2 {
+        let reached: BTreeSet<&str> = crashes.keys().copied().collect();
+        assert_eq!(reached, POINTS.iter().copied().collect(), "crash points never reached: {crashes:?}");
+    }
+    eprintln!("group crash points: {rounds} rounds, crashes {crashes:?}, {} snapshots checked", snapshots.len());
+}
