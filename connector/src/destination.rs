@@ -377,6 +377,17 @@ impl LocalDirectory {
     fn delete_files(
         &self,
         topic: &str,
+        doomed: impl FnMut(&Path, &SegmentName) -> Result<bool, DestinationError>,
+    ) -> Result<(), DestinationError> {
+        self.delete_files_where(topic, |_| true, doomed)
+    }
+
+    /// [`LocalDirectory::delete_files`], deleting only the temporary files whose name
+    /// `temporary` selects (a group's workers clean only their own partitions' leftovers).
+    fn delete_files_where(
+        &self,
+        topic: &str,
+        temporary: impl Fn(&str) -> bool,
         mut doomed: impl FnMut(&Path, &SegmentName) -> Result<bool, DestinationError>,
     ) -> Result<(), DestinationError> {
         for sub in ["segments", "dead_letters"] {
@@ -392,7 +403,7 @@ impl LocalDirectory {
                 let path = entry.path();
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let delete = if name.starts_with('.') && name.ends_with(".tmp") {
-                    true
+                    temporary(&name)
                 } else if let Some(parsed) = SegmentName::parse(&name) {
                     doomed(&path, &parsed)?
                 } else {
@@ -432,14 +443,7 @@ impl Destination for LocalDirectory {
         }
         // Under the store's lock: the workers of a group starting together on one directory must
         // agree on one id (it is part of every checkpoint's incarnation).
-        let path = self.root.join("_sluice").join(".store.lock");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|error| DestinationError::Io { action: "open", path: path.clone(), error })?;
-        lock.lock().map_err(|error| DestinationError::Io { action: "lock", path, error })?;
+        let _lock = lock_file(&self.root.join("_sluice").join(".store.lock"))?;
         let mut store = self.load_store()?;
         if let Some(id) = &store.connection_id {
             return Ok(id.clone());
@@ -475,18 +479,7 @@ impl Destination for LocalDirectory {
                 };
                 // Step 2 of the crash-safety argument: drop uncertified continuous segments.
                 self.delete_files(topic, |path, name| {
-                    if name.run.is_some() {
-                        return Ok(false);
-                    }
-                    match positions.get(&name.partition) {
-                        None => Ok(true),
-                        Some(&NextOffset { offset: next, .. }) if name.first >= next => Ok(true),
-                        Some(&NextOffset { offset: next, .. }) if name.last < next => Ok(false),
-                        Some(&NextOffset { offset: next, .. }) => Err(DestinationError::SegmentStraddlesCheckpoint {
-                            path: path.to_path_buf(),
-                            next_offset: next,
-                        }),
-                    }
+                    uncertified(path, name, positions.get(&name.partition).map(|next| next.offset))
                 })?;
                 (positions, None)
             }
@@ -668,6 +661,36 @@ impl SegmentName {
     }
 }
 
+/// Whether a continuous segment is uncertified: at or past the certified next offset `next`
+/// (every one without a checkpoint), so a rerun deletes it before it reads (step 2 of the crash
+/// argument). Certification always moves to a segment's `last + 1`, so a segment never
+/// straddles the checkpoint; one that does is reported, not guessed at. Bounded runs' segments
+/// are never uncertified in this sense.
+fn uncertified(path: &Path, name: &SegmentName, next: Option<i64>) -> Result<bool, DestinationError> {
+    match (name.run, next) {
+        (Some(_), _) => Ok(false),
+        (None, None) => Ok(true),
+        (None, Some(next)) if name.first >= next => Ok(true),
+        (None, Some(next)) if name.last < next => Ok(false),
+        (None, Some(next)) => {
+            Err(DestinationError::SegmentStraddlesCheckpoint { path: path.to_path_buf(), next_offset: next })
+        }
+    }
+}
+
+/// Opens (creating) `path` and takes an exclusive lock on it, released when the file is dropped
+/// (or its process dies).
+fn lock_file(path: &Path) -> Result<File, DestinationError> {
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|error| DestinationError::Io { action: "open", path: path.to_path_buf(), error })?;
+    file.lock().map_err(|error| DestinationError::Io { action: "lock", path: path.to_path_buf(), error })?;
+    Ok(file)
+}
+
 /// An epoch's offsets are a range, and every row and dead letter is of its partition and in it.
 fn check_epoch(topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
     let invalid = |detail: String| DestinationError::InvalidEpoch { topic: topic.to_string(), detail };
@@ -702,6 +725,19 @@ fn join_lines(lines: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
 
 /// Temp file in the same directory, write, flush, fsync, rename, fsync the directory.
 fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError> {
+    let temporary = stage(path, contents)?;
+    fs::rename(&temporary, path).map_err(|error| DestinationError::Io {
+        action: "rename into place",
+        path: path.to_path_buf(),
+        error,
+    })?;
+    crate::fault::point("file.renamed");
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Writes and fsyncs `contents` to a temporary file next to `path` (`.<name>.<unique>.tmp`) and
+/// returns it; the caller renames it into place.
+fn stage(path: &Path, contents: &[u8]) -> Result<PathBuf, DestinationError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // Unique per process and call: the workers of a group write shared files (the schema) at
@@ -720,9 +756,7 @@ fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), DestinationError
     file.sync_all().map_err(io_error("sync", &temporary))?;
     drop(file);
     crate::fault::point("file.synced");
-    fs::rename(&temporary, path).map_err(io_error("rename into place", path))?;
-    crate::fault::point("file.renamed");
-    sync_dir(dir)
+    Ok(temporary)
 }
 
 fn sync_dir(dir: &Path) -> Result<(), DestinationError> {

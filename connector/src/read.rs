@@ -397,6 +397,14 @@ pub async fn read(
     Ok(session.progress)
 }
 
+/// The fetch settings of a run: the configured limits, always read_committed.
+fn fetch_config(config: &Config) -> FetchConfig {
+    FetchConfig::default()
+        .with_max_bytes(config.fetch.max_bytes, config.fetch.partition_max_bytes)
+        .with_max_wait_ms(config.fetch.max_wait_ms)
+        .with_isolation(IsolationLevel::ReadCommitted)
+}
+
 /// The topics to read: `--topics`, else the configured ones, else every topic but internal ones.
 fn topic_names(config: &Config, options: &ReadOptions, metadata: &ClusterMetadata) -> Vec<String> {
     match options.topics.as_ref().filter(|t| !t.is_empty()) {
@@ -583,11 +591,7 @@ impl Session {
             metadata.brokers.len()
         );
         let names = topic_names(config, options, &metadata);
-        let fetch = FetchConfig::default()
-            .with_max_bytes(config.fetch.max_bytes, config.fetch.partition_max_bytes)
-            .with_max_wait_ms(config.fetch.max_wait_ms)
-            .with_isolation(IsolationLevel::ReadCommitted);
-        let mut consumer = Consumer::new(client.clone(), fetch);
+        let mut consumer = Consumer::new(client.clone(), fetch_config(config));
         let mut topics = Vec::new();
         let mut progress = ReadProgress::default();
         for name in names {
@@ -1311,24 +1315,8 @@ fn write_and_certify<D: Destination + SharedDestination>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::destination::tests::TempDir;
     use crate::rows::{RecordRef, Row};
-
-    /// A fresh destination directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> TempDir {
-            let path = std::env::temp_dir().join(format!("sluice-read-test-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            TempDir(path)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn incarnation() -> Incarnation {
         Incarnation { connection_id: "c1".into(), cluster_id: "k1".into(), topic_id: "t1".into() }

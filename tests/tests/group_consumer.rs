@@ -307,12 +307,7 @@ async fn kip848_with_the_range_server_assignor() {
     let mut a = GroupConsumer::subscribe(client.clone(), config.clone(), [topic.clone()], fetch()).await.expect("a");
     poll_until_assigned(&mut a, 4, Duration::from_secs(30)).await;
     let mut b = GroupConsumer::subscribe(client.clone(), config.clone(), [topic.clone()], fetch()).await.expect("b");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while a.assignment().count() != 2 || b.assignment().count() != 2 {
-        assert!(Instant::now() < deadline, "no 2 + 2 split with the range assignor");
-        let _ = tokio::time::timeout(Duration::from_millis(100), a.poll()).await;
-        let _ = tokio::time::timeout(Duration::from_millis(100), b.poll()).await;
-    }
+    poll_until_split(&mut a, &mut b, "the range assignor").await;
     // Range gives contiguous blocks: each member has two neighbouring partitions.
     for member in [&a, &b] {
         let partitions: Vec<i32> = member.assignment().map(|tp| tp.partition).collect();
@@ -474,6 +469,16 @@ async fn kip848_members_share_a_group_with_the_java_consumer() {
     interop_with_java(GroupProtocol::Consumer, "consumer", "kip848").await;
 }
 
+/// Polls both members (of a 4-partition topic) until each owns 2 partitions.
+async fn poll_until_split(a: &mut GroupConsumer, b: &mut GroupConsumer, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.assignment().count() != 2 || b.assignment().count() != 2 {
+        assert!(Instant::now() < deadline, "no 2 + 2 split with {what}");
+        let _ = tokio::time::timeout(Duration::from_millis(100), a.poll()).await;
+        let _ = tokio::time::timeout(Duration::from_millis(100), b.poll()).await;
+    }
+}
+
 /// Polls `consumer` until it owns `count` partitions (or `timeout`), returning the events seen.
 async fn poll_until_assigned(consumer: &mut GroupConsumer, count: usize, timeout: Duration) -> Vec<String> {
     let deadline = Instant::now() + timeout;
@@ -509,13 +514,7 @@ async fn a_static_member_comes_back_to_its_partitions_without_a_rebalance() {
     let mut a = GroupConsumer::subscribe(client.clone(), config("a"), [topic.clone()], fetch()).await.expect("a");
     poll_until_assigned(&mut a, 4, Duration::from_secs(30)).await;
     let mut b = GroupConsumer::subscribe(client.clone(), config("b"), [topic.clone()], fetch()).await.expect("b");
-    // Both poll until the partitions are split 2 + 2.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while a.assignment().count() != 2 || b.assignment().count() != 2 {
-        assert!(Instant::now() < deadline, "no 2 + 2 split");
-        let _ = tokio::time::timeout(Duration::from_millis(100), a.poll()).await;
-        let _ = tokio::time::timeout(Duration::from_millis(100), b.poll()).await;
-    }
+    poll_until_split(&mut a, &mut b, "static members").await;
     let a_partitions: Vec<TopicPartition> = a.assignment().cloned().collect();
     // `close` keeps a static member in the group (no LeaveGroup); it comes back under its id.
     a.close().await;

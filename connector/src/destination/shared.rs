@@ -39,7 +39,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -105,6 +105,27 @@ struct PartitionFile {
 const PARTITION_FORMAT: &str = "sluice.partition";
 const PARTITION_VERSION: u32 = 0;
 
+impl PartitionFile {
+    fn new(incarnation: Incarnation, next_offset: Option<NextOffset>, fence: u64, owner: String) -> Self {
+        PartitionFile {
+            format: PARTITION_FORMAT.to_string(),
+            version: PARTITION_VERSION,
+            incarnation,
+            next_offset,
+            fence,
+            owner,
+        }
+    }
+
+    /// The file's bytes: pretty JSON and a newline, as the other store files.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes =
+            serde_json::to_vec_pretty(self).unwrap_or_else(|_| unreachable!("a partition file always serialises"));
+        bytes.push(b'\n');
+        bytes
+    }
+}
+
 /// The topic's lock, released on drop.
 struct TopicLock {
     file: File,
@@ -133,15 +154,7 @@ impl LocalDirectory {
     fn lock_topic(&self, topic: &str) -> Result<TopicLock, DestinationError> {
         let dir = self.partitions_dir(topic);
         ensure_dir(&dir)?;
-        let path = dir.join(".lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|error| DestinationError::Io { action: "open", path: path.clone(), error })?;
-        file.lock().map_err(|error| DestinationError::Io { action: "lock", path, error })?;
-        Ok(TopicLock { file })
+        Ok(TopicLock { file: super::lock_file(&dir.join(".lock"))? })
     }
 
     fn load_partition(&self, topic: &str, partition: i32) -> Result<Option<PartitionFile>, DestinationError> {
@@ -166,10 +179,7 @@ impl LocalDirectory {
     }
 
     fn save_partition(&self, topic: &str, partition: i32, file: &PartitionFile) -> Result<(), DestinationError> {
-        let mut bytes =
-            serde_json::to_vec_pretty(file).unwrap_or_else(|_| unreachable!("a partition file always serialises"));
-        bytes.push(b'\n');
-        super::write_atomically(&self.partition_path(topic, partition), &bytes)
+        super::write_atomically(&self.partition_path(topic, partition), &file.to_bytes())
     }
 
     /// The partition's file, checked against the claim; the error says who holds it now.
@@ -198,47 +208,15 @@ impl LocalDirectory {
     }
 
     /// Deletes `partition`'s continuous segments and dead letters at or past `next` (all of
-    /// them without a checkpoint), and its temporary files. Called under the topic lock.
+    /// them without a checkpoint), and its temporary files; other partitions' files, which other
+    /// workers may be writing, stay. Called under the topic lock.
     fn delete_uncertified(&self, topic: &str, partition: i32, next: Option<i64>) -> Result<(), DestinationError> {
         let temporary_prefix = format!(".p{partition}-");
-        for sub in ["segments", "dead_letters"] {
-            let dir = self.topic_dir(topic).join(sub);
-            let entries = match fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-                Err(error) => return Err(DestinationError::Io { action: "list", path: dir, error }),
-            };
-            let mut deleted = false;
-            for entry in entries {
-                let entry = entry.map_err(|error| DestinationError::Io { action: "list", path: dir.clone(), error })?;
-                let path = entry.path();
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let delete = if name.starts_with(&temporary_prefix) && name.ends_with(".tmp") {
-                    true
-                } else if let Some(parsed) = SegmentName::parse(&name) {
-                    match (parsed.run, next) {
-                        (Some(_), _) => false,
-                        _ if parsed.partition != partition => false,
-                        (None, None) => true,
-                        (None, Some(next)) if parsed.first >= next => true,
-                        (None, Some(next)) if parsed.last < next => false,
-                        (None, Some(next)) => {
-                            return Err(DestinationError::SegmentStraddlesCheckpoint { path, next_offset: next })
-                        }
-                    }
-                } else {
-                    false
-                };
-                if delete {
-                    fs::remove_file(&path).map_err(|error| DestinationError::Io { action: "delete", path, error })?;
-                    deleted = true;
-                }
-            }
-            if deleted {
-                sync_dir(&dir)?;
-            }
-        }
-        Ok(())
+        self.delete_files_where(
+            topic,
+            |name| name.starts_with(&temporary_prefix),
+            |path, name| if name.partition == partition { super::uncertified(path, name, next) } else { Ok(false) },
+        )
     }
 }
 
@@ -301,14 +279,9 @@ impl SharedDestination for LocalDirectory {
                     file.incarnation.check_same(topic, &active.incarnation)?;
                     file
                 }
-                None => PartitionFile {
-                    format: PARTITION_FORMAT.to_string(),
-                    version: PARTITION_VERSION,
-                    incarnation: active.incarnation.clone(),
-                    next_offset: seeds.get(&partition).copied(),
-                    fence: 0,
-                    owner: String::new(),
-                },
+                None => {
+                    PartitionFile::new(active.incarnation.clone(), seeds.get(&partition).copied(), 0, String::new())
+                }
             };
             let fence = file.fence + 1;
             let certified = file.next_offset;
@@ -404,17 +377,8 @@ impl SharedDestination for LocalDirectory {
             }
         }
         // Staged (written and fsynced) outside the lock; checked and renamed under it.
-        let file = PartitionFile {
-            format: PARTITION_FORMAT.to_string(),
-            version: PARTITION_VERSION,
-            incarnation: active.incarnation.clone(),
-            next_offset: Some(next),
-            fence: claim.fence,
-            owner: claim.owner.clone(),
-        };
-        let mut bytes =
-            serde_json::to_vec_pretty(&file).unwrap_or_else(|_| unreachable!("a partition file always serialises"));
-        bytes.push(b'\n');
+        let file = PartitionFile::new(active.incarnation.clone(), Some(next), claim.fence, claim.owner.clone());
+        let bytes = file.to_bytes();
         let dir = self.partitions_dir(topic);
         let (temporary, path) = stage(&dir, &format!("p{}.json", claim.partition), &bytes)?;
         let lock = self.lock_topic(topic)?;
@@ -473,27 +437,12 @@ impl SharedDestination for LocalDirectory {
     }
 }
 
-/// Writes and fsyncs `contents` to a temporary file next to `<dir>/<name>`; returns it and the
-/// final path. The temporary name starts with `.p<partition>-` (the segment name's start), so a
-/// claim can clean up the partition's leftovers without touching other partitions'.
+/// [`super::stage`]d next to `<dir>/<name>`: the temporary file and the final path. The
+/// temporary name starts with `.<name>.` (for a segment, `.p<partition>-`), so a claim can clean
+/// up the partition's leftovers without touching other partitions'.
 fn stage(dir: &Path, name: &str, contents: &[u8]) -> Result<(PathBuf, PathBuf), DestinationError> {
-    let unique = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
-    );
-    let temporary = dir.join(format!(".{name}.{unique}.tmp"));
-    let io_error = |action: &'static str, path: &Path| {
-        let path = path.to_path_buf();
-        move |error| DestinationError::Io { action, path, error }
-    };
-    let mut file = File::create(&temporary).map_err(io_error("create", &temporary))?;
-    file.write_all(contents).map_err(io_error("write", &temporary))?;
-    file.flush().map_err(io_error("write", &temporary))?;
-    crate::fault::point("file.written");
-    file.sync_all().map_err(io_error("sync", &temporary))?;
-    crate::fault::point("file.synced");
-    Ok((temporary, dir.join(name)))
+    let path = dir.join(name);
+    Ok((super::stage(&path, contents)?, path))
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use sluice_wire::{
-    Client, ClientError, ConsumerEvent, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, IsolationLevel,
-    OffsetSpec, PartitionBatch, TopicPartition,
+    Client, ClientError, ConsumerEvent, GroupConfig, GroupConsumer, GroupProtocol, IsolationLevel, OffsetSpec,
+    PartitionBatch, TopicPartition,
 };
 
 use super::{
@@ -175,10 +175,7 @@ impl Session {
         }
         let group = group_config(settings, &connection_id);
         let names: Vec<String> = topics.iter().map(|topic| topic.name.clone()).collect();
-        let fetch = FetchConfig::default()
-            .with_max_bytes(config.fetch.max_bytes, config.fetch.partition_max_bytes)
-            .with_max_wait_ms(config.fetch.max_wait_ms)
-            .with_isolation(IsolationLevel::ReadCommitted);
+        let fetch = super::fetch_config(config);
         let worker = worker_id();
         tracing::info!(
             cluster_id = %cluster_id,

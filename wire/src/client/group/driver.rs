@@ -390,7 +390,8 @@ impl Driver {
     }
 
     fn forward_events(&mut self) {
-        let mut lost: Vec<TopicPartition> = Vec::new();
+        // The partition events of either member, handled alike below.
+        let mut changes: Vec<MemberEvent> = Vec::new();
         match &mut self.member {
             Member::Classic(member) => {
                 while let Some(event) = member.take_event() {
@@ -401,42 +402,20 @@ impl Driver {
                             self.metadata_topics = topics.clone();
                             spawn_metadata(&mut self.tasks, &self.client, topics, true);
                         }
-                        GroupEvent::Assigned(partitions) => send(&self.events, MemberEvent::Assigned(partitions)),
-                        GroupEvent::Revoked(partitions) => {
-                            if self.closing.is_none() {
-                                self.next_revocation += 1;
-                                self.revoking = Some(self.next_revocation);
-                                send(&self.events, MemberEvent::Revoked(self.next_revocation, partitions));
-                            }
-                        }
-                        GroupEvent::Lost(partitions) => {
-                            // A pending revocation needs no confirmation any more.
-                            self.revoking = None;
-                            lost.extend(partitions.iter().cloned());
-                            send(&self.events, MemberEvent::Lost(partitions));
-                        }
+                        GroupEvent::Assigned(partitions) => changes.push(MemberEvent::Assigned(partitions)),
+                        GroupEvent::Revoked(partitions) => changes.push(MemberEvent::Revoked(0, partitions)),
+                        GroupEvent::Lost(partitions) => changes.push(MemberEvent::Lost(partitions)),
                     }
                 }
             }
             Member::Kip848 { member, .. } => {
                 while let Some(event) = member.poll_event() {
                     match event {
-                        Kip848Event::Assigned(partitions) => send(&self.events, MemberEvent::Assigned(partitions)),
-                        Kip848Event::Revoked(partitions) => {
-                            if self.closing.is_some() {
-                                // Closing: the consumer committed what it wanted before `close`.
-                                member.acknowledge_revoked();
-                            } else {
-                                self.next_revocation += 1;
-                                self.revoking = Some(self.next_revocation);
-                                send(&self.events, MemberEvent::Revoked(self.next_revocation, partitions));
-                            }
-                        }
-                        Kip848Event::Lost(partitions) => {
-                            self.revoking = None;
-                            lost.extend(partitions.iter().cloned());
-                            send(&self.events, MemberEvent::Lost(partitions));
-                        }
+                        Kip848Event::Assigned(partitions) => changes.push(MemberEvent::Assigned(partitions)),
+                        // Closing: the consumer committed what it wanted before `close`.
+                        Kip848Event::Revoked(_) if self.closing.is_some() => member.acknowledge_revoked(),
+                        Kip848Event::Revoked(partitions) => changes.push(MemberEvent::Revoked(0, partitions)),
+                        Kip848Event::Lost(partitions) => changes.push(MemberEvent::Lost(partitions)),
                         // `retry_metadata` asks for them (again, after a pause, while any stay
                         // unknown).
                         Kip848Event::UnknownTopicIds(_) => {}
@@ -451,8 +430,24 @@ impl Driver {
                 }
             }
         }
-        if !lost.is_empty() {
-            self.drop_lost_from_calls(&lost);
+        for change in changes {
+            match change {
+                // A classic member closing revokes everything before its LeaveGroup; the
+                // consumer committed what it wanted before `close`.
+                MemberEvent::Revoked(..) if self.closing.is_some() => {}
+                MemberEvent::Revoked(_, partitions) => {
+                    self.next_revocation += 1;
+                    self.revoking = Some(self.next_revocation);
+                    send(&self.events, MemberEvent::Revoked(self.next_revocation, partitions));
+                }
+                MemberEvent::Lost(partitions) => {
+                    // A pending revocation needs no confirmation any more.
+                    self.revoking = None;
+                    self.drop_lost_from_calls(&partitions);
+                    send(&self.events, MemberEvent::Lost(partitions));
+                }
+                other => send(&self.events, other),
+            }
         }
     }
 
