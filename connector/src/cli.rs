@@ -252,9 +252,10 @@ struct ReadArgs {
     /// The configuration file (JSON).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
-    /// The destination directory.
-    #[arg(long, value_name = "DIR")]
-    dest: PathBuf,
+    /// The destination: a directory, or a `postgres://user@host:port/dbname` URL (the password
+    /// from PGPASSWORD). Default: the configuration's `destination`, else `destination_dir`.
+    #[arg(long, value_name = "DIR|URL")]
+    dest: Option<String>,
     /// `bounded`: the window [log start, last stable offset) captured at the start, then finish;
     /// `continuous`: until SIGINT/SIGTERM.
     #[arg(long, value_enum)]
@@ -410,12 +411,7 @@ mod tests {
     }
 
     #[test]
-    fn read_needs_dest_and_mode() {
-        let message = usage_error("read --config c.json --mode bounded");
-        assert!(
-            message.contains("the following required arguments were not provided") && message.contains("--dest <DIR>"),
-            "{message}"
-        );
+    fn read_needs_mode_and_takes_dest() {
         let message = usage_error("read --config c.json --dest out");
         assert!(message.contains("--mode <MODE>"), "{message}");
         let Command::Read { options, .. } =
@@ -428,7 +424,7 @@ mod tests {
         assert_eq!(options.topics, Some(vec!["a".to_string(), "b".to_string()]));
         assert_eq!(options.write_policy, WritePolicy::Replace);
         assert_eq!(options.mode, ReadMode::Bounded);
-        assert_eq!(options.destination, PathBuf::from("out"));
+        assert_eq!(options.destination.as_deref(), Some("out"));
     }
 
     #[test]
@@ -499,7 +495,7 @@ mod tests {
         let help = parse(args("read --help")).unwrap_err().to_string();
         for flag in [
             "--config <FILE>",
-            "--dest <DIR>",
+            "--dest <DIR|URL>",
             "--mode <MODE>",
             "--topics <a,b>",
             "--write-policy <POLICY>",

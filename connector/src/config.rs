@@ -82,6 +82,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use sluice_wire::RetryPolicy;
 
+use crate::destination::{DestinationTarget, PostgresSettings};
 use crate::json::{parse_strict, JsonError};
 
 /// A validated configuration. Build it with [`Config::load`] or [`Config::from_json_str`].
@@ -99,6 +100,8 @@ pub struct Config {
     pub network: NetworkLimits,
     pub on_malformed: OnMalformed,
     pub destination_dir: PathBuf,
+    /// The `destination` object: a Postgres database instead of the directory.
+    pub destination: Option<PostgresConfig>,
     /// Continuous reads share partitions through this consumer group; `None`: direct
     /// assignment of every partition.
     pub group: Option<GroupSettings>,
@@ -342,6 +345,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "retry_budget_ms",
     "on_malformed",
     "destination_dir",
+    "destination",
     "group_id",
     "group_id_prefix",
     "group_protocol",
@@ -458,6 +462,7 @@ impl Config {
         };
         let destination_dir =
             PathBuf::from(fields.string("destination_dir")?.unwrap_or_else(|| "sluice-output".into()));
+        let destination = fields.destination()?;
         let group = fields.group()?;
         if group.is_none() && start_position == StartPosition::Group {
             return Err(ConfigError::invalid(
@@ -480,9 +485,188 @@ impl Config {
             network,
             on_malformed,
             destination_dir,
+            destination,
             group,
         })
     }
+
+    /// Where `sluice read` writes: `dest` (`--dest`: a `postgres://` URL, else a directory),
+    /// else the `destination` object, else `destination_dir`. A URL's password comes from it or
+    /// from `PGPASSWORD` (looked up with `env_lookup`).
+    pub fn destination_target(
+        &self,
+        dest: Option<&str>,
+        env_lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<DestinationTarget, ConfigError> {
+        let postgres = match dest {
+            Some("") => {
+                return Err(ConfigError::invalid("--dest", "`--dest` is empty: give a directory or a postgres:// URL"))
+            }
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                let mut postgres = PostgresConfig::from_url("--dest", url)?;
+                if postgres.password.is_none() {
+                    postgres.password = env_lookup("PGPASSWORD").filter(|p| !p.is_empty()).map(Secret);
+                }
+                postgres
+            }
+            Some(path) => return Ok(DestinationTarget::Directory(PathBuf::from(path))),
+            None => match &self.destination {
+                Some(postgres) => postgres.clone(),
+                None => return Ok(DestinationTarget::Directory(self.destination_dir.clone())),
+            },
+        };
+        Ok(DestinationTarget::Postgres(Box::new(PostgresSettings {
+            host: postgres.host,
+            port: postgres.port,
+            dbname: postgres.dbname,
+            user: postgres.user,
+            password: postgres.password,
+            tls: postgres.tls,
+            schema: postgres.schema,
+            table_prefix: postgres.table_prefix,
+            connect_timeout: Duration::from_millis(self.network.connect_timeout_ms),
+            retry_budget: Duration::from_millis(self.network.retry_budget_ms),
+        })))
+    }
+}
+
+/// The `destination` object of type `postgres` (or a `postgres://` URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresConfig {
+    pub host: String,
+    pub port: u16,
+    pub dbname: String,
+    pub user: String,
+    pub password: Option<Secret>,
+    /// TLS with a verified server certificate: `Some(private CA PEM, or None for the system store)`.
+    pub tls: Option<Option<Secret>>,
+    pub schema: String,
+    pub table_prefix: String,
+}
+
+impl PostgresConfig {
+    /// `postgres[ql]://[user[:password]@]host[:port][/dbname][?sslmode=..&schema=..&table_prefix=..]`;
+    /// user and password may be percent-encoded. `field` names where the URL came from.
+    pub fn from_url(field: &str, url: &str) -> Result<PostgresConfig, ConfigError> {
+        let invalid = |detail: &str| {
+            ConfigError::invalid(
+                field,
+                format!(
+                    "`{field}` is not a usable PostgreSQL URL ({detail}); write \
+                     postgres://user@host:port/dbname, with the password in PGPASSWORD"
+                ),
+            )
+        };
+        let rest = url
+            .strip_prefix("postgres://")
+            .or_else(|| url.strip_prefix("postgresql://"))
+            .ok_or_else(|| invalid("it must start with postgres://"))?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, dbname) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((userinfo, hostport)) => (Some(userinfo), hostport),
+            None => (None, authority),
+        };
+        let (user, password) = match userinfo {
+            Some(info) => match info.split_once(':') {
+                Some((user, password)) => (percent_decode(user), Some(percent_decode(password))),
+                None => (percent_decode(info), None),
+            },
+            None => (None, None),
+        };
+        let user = user.ok_or_else(|| invalid("bad percent-encoding in the user"))?;
+        let password = match password {
+            Some(Some(password)) => Some(password),
+            Some(None) => return Err(invalid("bad percent-encoding in the password")),
+            None => None,
+        };
+        let (host, port) = if let Some(bracketed) = hostport.strip_prefix('[') {
+            let (host, after) = bracketed.split_once(']').ok_or_else(|| invalid("an unclosed [ in the host"))?;
+            (host.to_string(), after.strip_prefix(':'))
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((host, port)) => (host.to_string(), Some(port)),
+                None => (hostport.to_string(), None),
+            }
+        };
+        if host.is_empty() {
+            return Err(invalid("no host"));
+        }
+        let port = match port {
+            None => 5432,
+            Some(port) => port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| invalid("a bad port"))?,
+        };
+        let user = if user.is_empty() { "postgres".to_string() } else { user };
+        let dbname = percent_decode(dbname).ok_or_else(|| invalid("bad percent-encoding in the database name"))?;
+        let dbname = if dbname.is_empty() { user.clone() } else { dbname };
+        let mut config = PostgresConfig {
+            host,
+            port,
+            dbname,
+            user,
+            password: password.filter(|p| !p.is_empty()).map(Secret),
+            tls: None,
+            schema: "public".to_string(),
+            table_prefix: String::new(),
+        };
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value).ok_or_else(|| invalid("bad percent-encoding in a parameter"))?;
+            match key {
+                "sslmode" => match value.as_str() {
+                    "disable" => config.tls = None,
+                    // Sluice always verifies the server's certificate and name.
+                    "require" | "verify-ca" | "verify-full" => config.tls = Some(None),
+                    _ => return Err(invalid("sslmode must be disable, require, verify-ca or verify-full")),
+                },
+                "schema" => config.schema = value,
+                "table_prefix" => config.table_prefix = value,
+                other => {
+                    return Err(invalid(&format!(
+                        "unknown parameter \"{other}\"; Sluice takes sslmode, schema and table_prefix"
+                    )))
+                }
+            }
+        }
+        config.check(field)?;
+        Ok(config)
+    }
+
+    fn check(&self, field: &str) -> Result<(), ConfigError> {
+        for (what, name) in [("schema", &self.schema), ("database", &self.dbname), ("user", &self.user)] {
+            if name.is_empty() || name.len() > 63 || name.contains('\0') {
+                return Err(ConfigError::invalid(
+                    field,
+                    format!("the PostgreSQL {what} name must be 1 to 63 bytes without NUL"),
+                ));
+            }
+        }
+        if self.table_prefix.len() > 32 || self.table_prefix.contains('\0') {
+            return Err(ConfigError::invalid(field, "`table_prefix` must be at most 32 bytes, without NUL"));
+        }
+        if self.schema == "_sluice" {
+            return Err(ConfigError::invalid(
+                field,
+                "the schema `_sluice` is Sluice's own bookkeeping: choose another",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `%XX` sequences decoded; `None` for a bad sequence or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.bytes();
+    while let Some(byte) = bytes.next() {
+        if byte == b'%' {
+            let hex = [bytes.next()?, bytes.next()?];
+            out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            out.push(byte);
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Expands `preset` into the connection fields it stands for, before anything is validated or
@@ -739,6 +923,138 @@ impl Fields {
                 format!("`{name}` must be a whole number from 1 to {max}; remove it for the default {default}"),
             )),
         }
+    }
+
+    /// The `destination` object: `{"type": "postgres", "url": ... | "host", "port", "dbname",
+    /// "user"; "password", "tls_enabled", "tls_ca_pem", "schema", "table_prefix"}`.
+    fn destination(&mut self) -> Result<Option<PostgresConfig>, ConfigError> {
+        let field = "destination";
+        let object =
+            match self.0.remove(field) {
+                None | Some(Value::Null) => return Ok(None),
+                Some(Value::Object(object)) => object,
+                Some(_) => return Err(ConfigError::invalid(
+                    field,
+                    "`destination` must be an object such as {\"type\": \"postgres\", \"url\": \"postgres://...\"}; \
+                     for a directory use `destination_dir`",
+                )),
+            };
+        const KNOWN: &[&str] = &[
+            "type",
+            "url",
+            "host",
+            "port",
+            "dbname",
+            "user",
+            "password",
+            "tls_enabled",
+            "tls_ca_pem",
+            "schema",
+            "table_prefix",
+        ];
+        if let Some(unknown) = object.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+            return Err(ConfigError::invalid(
+                field,
+                format!("unknown field `destination.{unknown}`; the fields are {}", KNOWN.join(", ")),
+            ));
+        }
+        let mut inner = Fields(object);
+        let name = |key: &str| format!("destination.{key}");
+        let text = |inner: &mut Fields, key: &str| -> Result<Option<String>, ConfigError> {
+            inner.string(key).map_err(|_| ConfigError::invalid(&name(key), format!("`{}` must be a string", name(key))))
+        };
+        match text(&mut inner, "type")?.as_deref() {
+            Some("postgres") => {}
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    &name("type"),
+                    format!("`destination.type` is \"{other}\": the only type is \"postgres\" (a directory is `destination_dir`)"),
+                ))
+            }
+            None => return Err(ConfigError::invalid(&name("type"), "`destination.type` is missing: set it to \"postgres\"")),
+        }
+        let url = text(&mut inner, "url")?;
+        let host = text(&mut inner, "host")?;
+        let port = inner.0.remove("port");
+        let dbname = text(&mut inner, "dbname")?;
+        let user = text(&mut inner, "user")?;
+        let mut config = match (url, &host) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(&name("host"), "give either `destination.url` or `destination.host`, not both"))
+            }
+            (Some(url), None) => {
+                if port.is_some() || dbname.is_some() || user.is_some() {
+                    return Err(ConfigError::invalid(
+                        &name("url"),
+                        "`destination.url` already names the host, port, database and user: remove the separate fields",
+                    ));
+                }
+                PostgresConfig::from_url(&name("url"), &url)?
+            }
+            (None, Some(host)) => {
+                let port = match port {
+                    None | Some(Value::Null) => 5432,
+                    Some(Value::Number(n)) => n.to_string().parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                        ConfigError::invalid(&name("port"), "`destination.port` must be a port number (1 to 65535)")
+                    })?,
+                    Some(Value::String(s)) => s.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                        ConfigError::invalid(&name("port"), "`destination.port` must be a port number (1 to 65535)")
+                    })?,
+                    Some(_) => {
+                        return Err(ConfigError::invalid(&name("port"), "`destination.port` must be a port number (1 to 65535)"))
+                    }
+                };
+                let user = user.unwrap_or_else(|| "postgres".to_string());
+                PostgresConfig {
+                    host: host.clone(),
+                    port,
+                    dbname: dbname.unwrap_or_else(|| user.clone()),
+                    user,
+                    password: None,
+                    tls: None,
+                    schema: "public".to_string(),
+                    table_prefix: String::new(),
+                }
+            }
+            (None, None) => {
+                return Err(ConfigError::invalid(
+                    &name("url"),
+                    "the Postgres destination needs `destination.url` (postgres://user@host:port/dbname) or `destination.host`",
+                ))
+            }
+        };
+        if let Some(password) = inner
+            .secret("password")
+            .map_err(|_| ConfigError::invalid(&name("password"), "`destination.password` must be a string"))?
+        {
+            config.password = Some(password);
+        }
+        let tls_enabled = inner.bool("tls_enabled").map_err(|_| {
+            ConfigError::invalid(&name("tls_enabled"), "`destination.tls_enabled` must be true or false")
+        })?;
+        let ca = inner
+            .secret("tls_ca_pem")
+            .map_err(|_| ConfigError::invalid(&name("tls_ca_pem"), "`destination.tls_ca_pem` must be a string"))?;
+        if let Some(ca) = &ca {
+            if !tls_enabled && config.tls.is_none() {
+                return Err(ConfigError::invalid(
+                    &name("tls_ca_pem"),
+                    "`destination.tls_ca_pem` is set but TLS is not: set `\"tls_enabled\": true` in `destination`",
+                ));
+            }
+            require_pem(&name("tls_ca_pem"), ca, "CERTIFICATE-----")?;
+        }
+        if tls_enabled || config.tls.is_some() {
+            config.tls = Some(ca);
+        }
+        if let Some(schema) = text(&mut inner, "schema")? {
+            config.schema = schema;
+        }
+        if let Some(prefix) = text(&mut inner, "table_prefix")? {
+            config.table_prefix = prefix;
+        }
+        config.check(field)?;
+        Ok(Some(config))
     }
 
     /// `group_id` / `group_id_prefix` and the settings that only mean something with one.

@@ -79,8 +79,127 @@ use crate::config::is_valid_topic_name;
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, Schema};
 
+pub mod postgres;
 pub mod shared;
+pub use postgres::{PostgresDestination, PostgresError, PostgresSettings};
 pub use shared::{Claim, SharedDestination};
+
+/// Where `sluice read` writes: the embedded directory or a Postgres database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DestinationTarget {
+    Directory(PathBuf),
+    Postgres(Box<PostgresSettings>),
+}
+
+impl DestinationTarget {
+    /// Opens (creating what is missing) the destination.
+    pub fn open(&self) -> Result<AnyDestination, DestinationError> {
+        Ok(match self {
+            DestinationTarget::Directory(root) => AnyDestination::Directory(LocalDirectory::open(root)?),
+            DestinationTarget::Postgres(settings) => {
+                AnyDestination::Postgres(Box::new(PostgresDestination::open(settings.as_ref().clone())?))
+            }
+        })
+    }
+}
+
+impl fmt::Display for DestinationTarget {
+    /// The directory, or the server without its password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DestinationTarget::Directory(root) => write!(f, "{}", root.display()),
+            DestinationTarget::Postgres(settings) => f.write_str(&settings.display_url()),
+        }
+    }
+}
+
+/// An open destination of either kind; the read loop is written once for both.
+#[derive(Debug)]
+pub enum AnyDestination {
+    Directory(LocalDirectory),
+    Postgres(Box<PostgresDestination>),
+}
+
+/// Calls `$call` on whichever destination `$self` holds.
+macro_rules! delegate {
+    ($self:expr, $d:ident => $call:expr) => {
+        match $self {
+            AnyDestination::Directory($d) => $call,
+            AnyDestination::Postgres($d) => $call,
+        }
+    };
+}
+
+impl Destination for AnyDestination {
+    fn connection_id(&mut self, configured: Option<&str>) -> Result<String, DestinationError> {
+        delegate!(self, d => d.connection_id(configured))
+    }
+    fn begin_run(
+        &mut self,
+        topic: &str,
+        kind: RunKind,
+        incarnation: &Incarnation,
+    ) -> Result<BTreeMap<i32, NextOffset>, DestinationError> {
+        delegate!(self, d => d.begin_run(topic, kind, incarnation))
+    }
+    fn write_schema(&mut self, topic: &str, schema: &Schema) -> Result<(), DestinationError> {
+        delegate!(self, d => d.write_schema(topic, schema))
+    }
+    fn write_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
+        delegate!(self, d => d.write_epoch(topic, epoch))
+    }
+    fn certify(&mut self, topic: &str, positions: &BTreeMap<i32, NextOffset>) -> Result<(), DestinationError> {
+        delegate!(self, d => d.certify(topic, positions))
+    }
+    fn finish_run(&mut self, topic: &str) -> Result<(), DestinationError> {
+        delegate!(self, d => d.finish_run(topic))
+    }
+    fn checkpoints(&self, mode: Mode, topic: &str) -> Result<Option<CertifiedCheckpoints>, DestinationError> {
+        delegate!(self, d => d.checkpoints(mode, topic))
+    }
+}
+
+impl SharedDestination for AnyDestination {
+    fn begin_shared_run(&mut self, topic: &str, incarnation: &Incarnation) -> Result<(), DestinationError> {
+        delegate!(self, d => d.begin_shared_run(topic, incarnation))
+    }
+    fn claim(
+        &mut self,
+        topic: &str,
+        partitions: &[i32],
+        owner: &str,
+    ) -> Result<BTreeMap<i32, Claim>, DestinationError> {
+        delegate!(self, d => d.claim(topic, partitions, owner))
+    }
+    fn write_claimed_epoch(&mut self, topic: &str, claim: &Claim, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
+        delegate!(self, d => d.write_claimed_epoch(topic, claim, epoch))
+    }
+    fn certify_claimed(
+        &mut self,
+        topic: &str,
+        claim: &Claim,
+        expected: Option<i64>,
+        next: NextOffset,
+    ) -> Result<(), DestinationError> {
+        delegate!(self, d => d.certify_claimed(topic, claim, expected, next))
+    }
+    fn shared_checkpoints(&self, topic: &str) -> Result<Option<CertifiedCheckpoints>, DestinationError> {
+        delegate!(self, d => d.shared_checkpoints(topic))
+    }
+}
+
+impl AnyDestination {
+    /// A second handle on the same destination (the group reader's claims go through one while
+    /// the writer thread owns the other).
+    pub fn open_another(&self) -> Result<AnyDestination, DestinationError> {
+        Ok(match self {
+            AnyDestination::Directory(directory) => AnyDestination::Directory(LocalDirectory::open(directory.root())?),
+            AnyDestination::Postgres(postgres) => {
+                AnyDestination::Postgres(Box::new(PostgresDestination::open(postgres.settings().clone())?))
+            }
+        })
+    }
+}
 
 /// A destination for rows and certificates. See the module docs for the call order.
 pub trait Destination {
@@ -200,6 +319,8 @@ pub enum DestinationError {
     SharedTopic {
         topic: String,
     },
+    /// The Postgres destination failed; the error names the server and the remedy.
+    Postgres(Box<PostgresError>),
 }
 
 impl fmt::Display for DestinationError {
@@ -254,6 +375,8 @@ impl fmt::Display for DestinationError {
                  partition in _sluice/partitions/{topic}); read it with the same `group_id`, or use a new \
                  destination directory"
             ),
+            // Transparent: its own sentence names the server.
+            DestinationError::Postgres(error) => fmt::Display::fmt(error, f),
         }
     }
 }
@@ -263,6 +386,7 @@ impl std::error::Error for DestinationError {
         match self {
             DestinationError::Io { error, .. } => Some(error),
             DestinationError::Incarnation(mismatch) => std::error::Error::source(mismatch.as_ref()),
+            DestinationError::Postgres(error) => std::error::Error::source(error.as_ref()),
             _ => None,
         }
     }

@@ -116,6 +116,14 @@ async fn run(command: Command) -> ExitCode {
                 Ok(config) => config,
                 Err(code) => return code,
             };
+            let target =
+                match config.destination_target(options.destination.as_deref(), |name| std::env::var(name).ok()) {
+                    Ok(target) => target,
+                    Err(error) => {
+                        eprintln!("sluice: {}", cli::error_report(&error));
+                        return ExitCode::from(2);
+                    }
+                };
             let stop = StopSignal::new();
             spawn_signal_handler(stop.clone());
             let terminal = std::io::stdout().is_terminal();
@@ -130,7 +138,7 @@ async fn run(command: Command) -> ExitCode {
                     let _ = out.flush();
                 }
             };
-            match read::read(&config, &options, &stop, &mut draw).await {
+            match read::read(&config, &options, &target, &stop, &mut draw).await {
                 Ok(progress) => {
                     if terminal {
                         // Replace the progress line with the summary.

@@ -53,7 +53,6 @@
 //! topic recreation and partition changes fail the run with a message naming what happened.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,7 +66,8 @@ use sluice_wire::{
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{
-    Claim, Destination, DestinationError, Epoch, LocalDirectory, RunKind, SharedDestination, WritePolicy,
+    AnyDestination, Claim, Destination, DestinationError, DestinationTarget, Epoch, RunKind, SharedDestination,
+    WritePolicy,
 };
 
 mod group;
@@ -89,7 +89,9 @@ pub struct ReadOptions {
     /// Overrides the configured topics.
     pub topics: Option<Vec<String>>,
     pub write_policy: WritePolicy,
-    pub destination: PathBuf,
+    /// `--dest`: a directory or a `postgres://` URL; `None`: the configured destination
+    /// ([`Config::destination_target`]).
+    pub destination: Option<String>,
 }
 
 /// Progress of one partition, for progress bars and summaries.
@@ -358,10 +360,11 @@ pub fn cluster_id(metadata: &ClusterMetadata) -> Result<String, ReadError> {
 pub async fn read(
     config: &Config,
     options: &ReadOptions,
+    target: &DestinationTarget,
     stop: &StopSignal,
     progress: &mut dyn FnMut(&ReadProgress),
 ) -> Result<ReadProgress, ReadError> {
-    let mut destination = LocalDirectory::open(&options.destination)?;
+    let mut destination = target.open()?;
     let connection_id = destination.connection_id(config.connection_id.as_deref())?;
     // Connecting and planning ride out an unreachable cluster for as long as the retry budget
     // lasts; a stop must not wait for that. Dropping the setup at one of its network waits is
@@ -578,7 +581,7 @@ impl Session {
         client: &Client,
         config: &Config,
         options: &ReadOptions,
-        destination: &mut LocalDirectory,
+        destination: &mut AnyDestination,
         connection_id: String,
     ) -> Result<Session, ReadError> {
         let metadata = client.refresh_metadata(None).await?;
@@ -691,7 +694,7 @@ impl Session {
         &mut self,
         client: &Client,
         config: &Config,
-        destination: LocalDirectory,
+        destination: AnyDestination,
         stop: &StopSignal,
         progress: &mut dyn FnMut(&ReadProgress),
     ) -> Result<(), ReadError> {
@@ -757,7 +760,7 @@ impl Session {
         &mut self,
         client: &Client,
         config: &Config,
-        writer: &mut Writer<LocalDirectory>,
+        writer: &mut Writer<AnyDestination>,
         stop: &StopSignal,
         progress: &mut dyn FnMut(&ReadProgress),
     ) -> Result<LoopEnd, ReadError> {
@@ -874,7 +877,7 @@ impl Session {
     async fn collect(
         &mut self,
         config: &Config,
-        writer: &mut Writer<LocalDirectory>,
+        writer: &mut Writer<AnyDestination>,
         batch: sluice_wire::PartitionBatch,
     ) -> Result<bool, ReadError> {
         let tp = &batch.topic_partition;
@@ -951,7 +954,7 @@ impl Session {
     /// Keeps the rendered rows (being filled and queued) within [`MAX_BUFFERED_BYTES`]: cuts the
     /// largest epoch being filled while less than half the budget is queued (so the writer has
     /// work), else waits for the writer to certify a queued epoch.
-    async fn keep_within_budget(&mut self, writer: &mut Writer<LocalDirectory>) -> Result<(), ReadError> {
+    async fn keep_within_budget(&mut self, writer: &mut Writer<AnyDestination>) -> Result<(), ReadError> {
         while self.open + self.queued > MAX_BUFFERED_BYTES {
             if self.queued < MAX_BUFFERED_BYTES / 2 && self.open > 0 {
                 self.cut_largest(writer)?;
@@ -968,7 +971,7 @@ impl Session {
     /// certifies it (see the module docs); the partition starts a new epoch.
     // `t` (and `topic.index`) index this session's own topic lists, found by position in them
     // in the same call; nothing from a broker or a record picks them.
-    fn cut(&mut self, writer: &mut Writer<LocalDirectory>, t: usize, p: i32) -> Result<(), ReadError> {
+    fn cut(&mut self, writer: &mut Writer<AnyDestination>, t: usize, p: i32) -> Result<(), ReadError> {
         let Some(topic) = self.topics.get_mut(t) else { return Ok(()) };
         let Some(run) = topic.partitions.get_mut(&p) else { return Ok(()) };
         if run.fetched <= run.cut {
@@ -1036,7 +1039,7 @@ impl Session {
 
     /// Cuts the epoch of the partition holding the most rendered rows (any partition's epoch
     /// may end anywhere); see [`MAX_BUFFERED_BYTES`].
-    fn cut_largest(&mut self, writer: &mut Writer<LocalDirectory>) -> Result<(), ReadError> {
+    fn cut_largest(&mut self, writer: &mut Writer<AnyDestination>) -> Result<(), ReadError> {
         let largest = self
             .topics
             .iter()
@@ -1050,7 +1053,7 @@ impl Session {
     }
 
     /// Cuts every partition's epoch in progress.
-    fn cut_all(&mut self, writer: &mut Writer<LocalDirectory>) -> Result<(), ReadError> {
+    fn cut_all(&mut self, writer: &mut Writer<AnyDestination>) -> Result<(), ReadError> {
         let all: Vec<(usize, i32)> = self
             .topics
             .iter()
@@ -1070,7 +1073,7 @@ impl Session {
     async fn check_membership(
         &mut self,
         client: &Client,
-        writer: &mut Writer<LocalDirectory>,
+        writer: &mut Writer<AnyDestination>,
     ) -> Result<(), ReadError> {
         let names: Vec<String> = self.topics.iter().map(|t| t.name.clone()).collect();
         let metadata = client.refresh_metadata(Some(&names)).await?;
@@ -1316,6 +1319,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
 mod tests {
     use super::*;
     use crate::destination::tests::TempDir;
+    use crate::destination::LocalDirectory;
     use crate::rows::{RecordRef, Row};
 
     fn incarnation() -> Incarnation {

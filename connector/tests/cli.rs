@@ -26,7 +26,8 @@ fn version_and_per_command_help() {
     let run = sluice(&["read", "--help"]);
     run.assert_success();
     assert!(
-        run.stdout.contains("Usage: sluice read [OPTIONS] --config <FILE> --dest <DIR> --mode <MODE>"),
+        run.stdout.contains("Usage: sluice read [OPTIONS] --config <FILE> --mode <MODE>")
+            && run.stdout.contains("--dest <DIR|URL>"),
         "{}",
         run.stdout
     );

@@ -389,8 +389,22 @@ pub fn check(broker: &BrokerView, output: &OutputView) -> Report {
 
 fn payload_matches(value: &Value, row: &Value) -> bool {
     match value.as_object() {
-        Some(fields) => fields.iter().all(|(name, field)| row.get(name) == Some(field)),
+        Some(fields) => fields.iter().all(|(name, field)| row.get(name).is_some_and(|got| same_value(field, got))),
         None => true,
+    }
+}
+
+/// Equal JSON, numbers compared by value: a database's numeric column keeps `2e3` as `2000`.
+fn same_value(want: &Value, got: &Value) -> bool {
+    match (want, got) {
+        (Value::Number(want), Value::Number(got)) => want == got || want.as_f64() == got.as_f64(),
+        (Value::Array(want), Value::Array(got)) => {
+            want.len() == got.len() && want.iter().zip(got).all(|(w, g)| same_value(w, g))
+        }
+        (Value::Object(want), Value::Object(got)) => {
+            want.len() == got.len() && want.iter().all(|(k, w)| got.get(k).is_some_and(|g| same_value(w, g)))
+        }
+        _ => want == got,
     }
 }
 

@@ -6,10 +6,14 @@
 //! `tests/kafka/broker.sh start` prints it). Without it, `127.0.0.1:19092` is tried. When no
 //! broker answers, a test fails if `CI=true`, and otherwise prints a loud SKIPPED line: it never
 //! passes quietly without having talked to Kafka.
+//!
+//! [`postgres`] does the same for the real PostgreSQL server (`tests/postgres/server.sh`,
+//! `SLUICE_POSTGRES_URL`): a fresh database per test.
 
 pub mod checker;
 pub mod fake_broker;
 pub mod fault_proxy;
+pub mod postgres;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -33,7 +33,7 @@ use super::{
 };
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, GroupProtocolSetting, GroupSettings, StartPosition};
-use crate::destination::{DestinationError, LocalDirectory, SharedDestination};
+use crate::destination::{AnyDestination, DestinationError, SharedDestination};
 use crate::rows::RowDecoder;
 
 /// How long a revocation or a stop waits for the final commit to the group (the positions are
@@ -44,7 +44,7 @@ const FINAL_COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) struct GroupSource {
     pub(super) consumer: GroupConsumer,
     /// A second handle on the destination for claims (the writer thread owns the first).
-    claimer: LocalDirectory,
+    claimer: AnyDestination,
     /// This process, as the destination records a partition's owner.
     worker: String,
     start_position: StartPosition,
@@ -145,13 +145,13 @@ impl Session {
         config: &Config,
         settings: &GroupSettings,
         options: &ReadOptions,
-        destination: &mut LocalDirectory,
+        destination: &mut AnyDestination,
         connection_id: String,
     ) -> Result<Session, ReadError> {
         let metadata = client.refresh_metadata(None).await?;
         let cluster_id = cluster_id(&metadata)?;
         let names = super::topic_names(config, options, &metadata);
-        let mut claimer = LocalDirectory::open(destination.root())?;
+        let mut claimer = destination.open_another()?;
         let mut topics = Vec::new();
         let mut progress = ReadProgress::default();
         for name in names {
@@ -280,7 +280,7 @@ impl Session {
     /// lets them go (the next poll releases them).
     pub(super) async fn on_revoked(
         &mut self,
-        writer: &mut Writer<LocalDirectory>,
+        writer: &mut Writer<AnyDestination>,
         revoked: Vec<TopicPartition>,
     ) -> Result<(), ReadError> {
         let mut waiting = Vec::new();

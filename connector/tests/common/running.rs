@@ -28,6 +28,18 @@ pub struct RunningSluice {
 impl RunningSluice {
     /// `sluice read --config <config> --dest <dest> --mode <mode>`, with extra environment.
     pub fn start(logs: &Path, config: &Path, dest: &Path, mode: &str, env: &[(&str, &str)]) -> RunningSluice {
+        RunningSluice::start_with(logs, config, Some(dest), mode, env)
+    }
+
+    /// [`RunningSluice::start`] without `--dest` when `dest` is `None` (the configuration's
+    /// `destination` is used).
+    pub fn start_with(
+        logs: &Path,
+        config: &Path,
+        dest: Option<&Path>,
+        mode: &str,
+        env: &[(&str, &str)],
+    ) -> RunningSluice {
         static RUN: AtomicU32 = AtomicU32::new(0);
         let run = RUN.fetch_add(1, Ordering::Relaxed);
         fs::create_dir_all(logs).expect("create log directory");
@@ -38,8 +50,7 @@ impl RunningSluice {
             .arg("read")
             .arg("--config")
             .arg(config)
-            .arg("--dest")
-            .arg(dest)
+            .args(dest.map(|dest| [std::ffi::OsStr::new("--dest"), dest.as_os_str()]).into_iter().flatten())
             .args(["--mode", mode])
             .stdin(Stdio::null())
             .stdout(File::create(&stdout).expect("create stdout log"))
