@@ -18,6 +18,10 @@
 //! | `epoch.certified` | the checkpoint is certified, the writer has not yet reported it to the read loop |
 //! | `run.begun` | a topic's run is recorded (bounded: earlier output cleared), nothing read yet |
 //! | `run.finishing` | a bounded run read everything, `finish_run` not yet called |
+//! | `pg.checkpoint.moved` | Postgres: the epoch's transaction moved the checkpoint, rows not yet copied |
+//! | `pg.rows.copied` | Postgres: ... rows and dead letters copied, not yet committed |
+//! | `pg.committed` | Postgres: ... committed, not yet reported to the writer |
+//! | `pg.run.moved` | Postgres: a bounded run's staged tables moved into place, not yet committed |
 
 /// The environment variable that arms one point.
 pub const ENV: &str = "SLUICE_FAULT_POINT";

@@ -50,7 +50,10 @@
 //! **Groups** ([`SharedDestination`]): a claim raises the partition's fence in its checkpoint
 //! row (in a transaction that locks the row), and every epoch's compare-and-set carries the
 //! fence, so a worker that lost the partition can neither certify nor write: its transaction
-//! is rolled back. Workers on several hosts share one database this way.
+//! is rolled back. Workers on several hosts share one database this way. A worker paused inside
+//! its transaction holds the partition's row lock, so a claim waits for it; the session setting
+//! `idle_in_transaction_session_timeout` (10 s) makes the server end such a session and roll the
+//! epoch back.
 //!
 //! # The connection
 //!
@@ -199,6 +202,8 @@ impl std::error::Error for PostgresError {
 /// lost) or a final answer.
 enum Failure {
     Driver(tokio_postgres::Error),
+    /// A driver error that ended the connection.
+    Lost(tokio_postgres::Error),
     Final(DestinationError),
 }
 
@@ -214,11 +219,14 @@ fn is_connection_loss(error: &tokio_postgres::Error) -> bool {
         return true;
     }
     match error.code() {
-        // The server is shutting down or starting up.
+        // The server is shutting down or starting up, ended the session (a paused worker's
+        // transaction: see `IDLE_IN_TRANSACTION_MS`), or the connection broke.
         Some(code) => {
             *code == SqlState::ADMIN_SHUTDOWN
                 || *code == SqlState::CRASH_SHUTDOWN
                 || *code == SqlState::CANNOT_CONNECT_NOW
+                || *code == SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT
+                || code.code().starts_with("08")
         }
         // No SQLSTATE: an I/O error, a timeout, a connect failure.
         None => true,
@@ -249,6 +257,9 @@ impl fmt::Display for TableName {
 }
 
 const DEAD_LETTERS_SUFFIX: &str = "_dead_letters";
+/// See [`connect`]: a healthy writer is never idle inside its transaction for more than the
+/// time between two statements.
+const IDLE_IN_TRANSACTION_MS: u64 = 10_000;
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1), in bytes.
 const MAX_IDENTIFIER: usize = 63;
 
@@ -487,31 +498,39 @@ impl PostgresDestination {
         let mut backoff = Duration::from_millis(100);
         loop {
             let outcome = match self.connection(action) {
-                Ok(client) => match self.wait(attempt(client)) {
+                Ok(client) => match self.wait(attempt(client.clone())) {
+                    // An error that ended the session (a FATAL from the server) is a lost
+                    // connection too, whatever its code.
+                    Ok(Err(Failure::Driver(error))) if client.is_closed() && error.as_db_error().is_some() => {
+                        Err(Failure::Lost(error))
+                    }
                     Ok(outcome) => outcome,
                     Err(detail) => return Err(self.error(action, PostgresErrorKind::Runtime(detail))),
                 },
                 Err(failure) => Err(failure),
             };
-            match outcome {
+            let (lost, error) = match outcome {
                 Ok(value) => return Ok(value),
-                Err(Failure::Final(error)) => return Err(error),
-                Err(Failure::Driver(error)) => {
-                    if !is_connection_loss(&error) || started.elapsed() + backoff > self.settings.retry_budget {
-                        // Whatever the transaction left is rolled back with the connection.
-                        *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-                        return Err(self.error(action, PostgresErrorKind::Driver(error)));
-                    }
-                    tracing::warn!(
-                        server = %self.settings.display_url(),
-                        "PostgreSQL connection lost while trying to {action} ({error}); retrying on a new connection in {} ms",
-                        backoff.as_millis()
-                    );
+                Err(Failure::Final(error)) => {
+                    // A refusal may come from inside a transaction: never reuse its connection.
                     *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    return Err(error);
                 }
+                Err(Failure::Lost(error)) => (true, error),
+                Err(Failure::Driver(error)) => (is_connection_loss(&error), error),
+            };
+            // Whatever a failed attempt left open is rolled back with its connection.
+            *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+            if !lost || started.elapsed() + backoff > self.settings.retry_budget {
+                return Err(self.error(action, PostgresErrorKind::Driver(error)));
             }
+            tracing::warn!(
+                server = %self.settings.display_url(),
+                "PostgreSQL connection lost while trying to {action} ({error}); retrying on a new connection in {} ms",
+                backoff.as_millis()
+            );
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     }
 
@@ -733,7 +752,9 @@ impl PostgresDestination {
                         }
                     }
                     let moved = compare_and_set(&client, &topic, mode, partition, expected, next, fence, &owner).await?;
-                    if !moved {
+                    if moved {
+                        crate::fault::point("pg.checkpoint.moved");
+                    } else {
                         client.batch_execute("ROLLBACK").await?;
                         return match fenced_or_done(&client, &topic, mode, partition, expected, next, fence).await? {
                             None => Ok(()),
@@ -773,11 +794,22 @@ impl PostgresDestination {
                     if let Some(dead) = dead.clone() {
                         copy_in(&client, &dead_copy, dead).await?;
                     }
+                    crate::fault::point("pg.rows.copied");
                     client.batch_execute("COMMIT").await?;
+                    crate::fault::point("pg.committed");
                     return Ok(());
                 }
             }
         });
+        if let Err(DestinationError::Fenced { detail, .. }) = &outcome {
+            tracing::warn!(
+                topic,
+                partition,
+                next_offset = next.offset,
+                "the epoch of {topic}-{partition} up to offset {} was refused and rolled back: {detail}",
+                next.offset
+            );
+        }
         outcome?;
         if let Some(active) = self.active.get_mut(topic) {
             active.certified.insert(partition, next);
@@ -813,10 +845,15 @@ async fn connect(
         .port(settings.port)
         .user(&settings.user)
         .dbname(&settings.dbname)
-        .application_name("sluice")
+        // The process id tells the workers of a group apart in pg_stat_activity.
+        .application_name(format!("sluice {}", std::process::id()))
         .connect_timeout(settings.connect_timeout)
         .keepalives(true)
-        .keepalives_idle(Duration::from_secs(30));
+        .keepalives_idle(Duration::from_secs(30))
+        // A worker paused inside a transaction (a zombie: SIGSTOP, a VM freeze) holds its
+        // checkpoint rows locked; the server ends such a session after this long, rolling its
+        // epoch back, so that the partitions' next owners are not stalled for longer.
+        .options(format!("-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"));
     if let Some(password) = &settings.password {
         config.password(password.expose());
     }
@@ -1247,6 +1284,7 @@ impl Destination for PostgresDestination {
                             WritePolicy::Append => {}
                         }
                     }
+                    crate::fault::point("pg.run.moved");
                     client.batch_execute("COMMIT").await?;
                     Ok(())
                 }
