@@ -220,4 +220,11 @@ put("zstd", "unedited-frame", bytes([1, 0]) + text)
 put("zstd", "round-trip", bytes([2]) + text)
 put("zstd", "empty", b"")
 
+# pg_numeric: JSON number text into PostgreSQL's binary numeric (the Postgres destination);
+# edges of numeric's range and texts that are not JSON numbers.
+for i, text in enumerate([b"0", b"-0", b"1.50", b"1.5e3", b"-1.5E-3", b"12345678901234567890.000000000000000001",
+                          b"1e131071", b"1e131072", b"1e-16383", b"1e-16384", b"2E+2", b"0.0001", b"10000", b"",
+                          b"-", b"1.", b".5", b"1e", b"1e+", b"abc", b"00", b"-01", b"1e99999999999999999999"]):
+    put("pg_numeric", "seed-%02d" % i, text)
+
 print("corpus written to", CORPUS)

@@ -54,7 +54,8 @@
 //! | `retry_backoff_max_ms` | the longest pause between retries | `2000` |
 //! | `retry_budget_ms` | how long one operation (a connect, a fetch, a metadata load) may keep retrying, from its first attempt, before the run fails; raise it to ride out longer outages (`sluice check` does not retry unless given `--wait`) | `60000` |
 //! | `on_malformed` | `fail`, or `dead_letter` to set aside a record that breaks the schema and go on | `fail` |
-//! | `destination_dir` | the embedded destination's directory | `sluice-output` |
+//! | `destination_dir` | the embedded destination's directory (when `--dest` is not given) | `sluice-output` |
+//! | `destination` | a PostgreSQL database instead: `{"type": "postgres", "url": "postgres://user@host:port/db"` (or `host`, `port`, `dbname`, `user`), `"password"`, `"tls_enabled"`, `"tls_ca_pem"` (TLS always verifies the server), `"schema"` (default `public`), `"table_prefix"`}; `--dest` wins over it | none |
 //!
 //! Integer fields take a JSON integer, or a string of digits so that `"${VAR}"` works for them.
 //!

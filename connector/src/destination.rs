@@ -8,8 +8,9 @@
 //! `[first, last]`, written as one unit) each followed by [`Destination::certify`], then
 //! [`Destination::finish_run`]. The schema is stored with [`Destination::write_schema`] once the
 //! first record fixed it. Initial frontiers (idle partitions included) are certified before any
-//! record is read, by calling `certify` right after `begin_run`. A Postgres destination is meant
-//! to implement the same trait with a transaction per epoch.
+//! record is read, by calling `certify` right after `begin_run`. [`postgres::PostgresDestination`]
+//! implements the same trait with one transaction per epoch (its `write_epoch` encodes, its
+//! `certify` commits rows and checkpoint together).
 //!
 //! # Layout of a [`LocalDirectory`]
 //!

@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 use sluice::checkpoint::Incarnation;
+use sluice::destination::postgres::{numeric_binary, row_columns, CopyError, NumericError, RowEncoder};
 use sluice::json::{base64_decode, parse_strict};
 use sluice::row_lines::RowLines;
 // `TimestampType` is also the wire's (in `targets.rs`, included next to this file).
@@ -18,6 +19,7 @@ use sluice::rows::{
 pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
     match name {
         "json_rows" => json_rows(data),
+        "pg_numeric" => pg_numeric(data),
         _ => return false,
     }
     true
@@ -41,7 +43,10 @@ const JSON_ROWS_TOPIC: &str = "fuzz";
 /// - a rejected record names its coordinates, leaves the schema as it was, and its dead letter
 ///   is strict JSON from which key, value and headers come back byte for byte;
 /// - `decode_into` (with its shortcut for flat objects) gives the same line, or the same error,
-///   as `decode` followed by serialising the row.
+///   as `decode` followed by serialising the row;
+/// - the Postgres destination's COPY encoder takes every row line: one well-formed binary tuple
+///   with a field per column, or a value PostgreSQL cannot store named by its offset, never a
+///   "not Sluice's layout" error.
 pub fn json_rows(data: &[u8]) {
     let incarnation = Incarnation {
         connection_id: "fuzz-connection".to_string(),
@@ -91,6 +96,7 @@ pub fn json_rows(data: &[u8]) {
                 if let Some(before) = &schema_before {
                     assert_eq!(before, schema, "the schema changed after it was fixed");
                 }
+                copy_tuple_is_whole(schema, &line, offset);
                 match (schema.as_ref(), &row.payload) {
                     (Schema::Raw, RowPayload::Raw(raw)) => {
                         assert_eq!(Some(raw.as_slice()), value);
@@ -164,5 +170,53 @@ fn bytes_of(value: &Value) -> Option<Vec<u8>> {
             _ => panic!("not a bytes form: {value}"),
         },
         other => panic!("not a bytes form: {other}"),
+    }
+}
+
+/// A row line as the Postgres destination's binary COPY tuple (see `json_rows`).
+fn copy_tuple_is_whole(schema: &Schema, line: &[u8], offset: i64) {
+    let mut out = Vec::new();
+    match RowEncoder::new(schema).encode_line(line, &mut out) {
+        Ok(()) => {
+            let columns = row_columns(schema).len();
+            let count = i16::from_be_bytes([out[0], out[1]]);
+            assert_eq!(count as usize, columns, "field count of a COPY tuple");
+            let mut at = 2;
+            for _ in 0..columns {
+                let len = i32::from_be_bytes(out[at..at + 4].try_into().expect("4 bytes"));
+                at += 4;
+                if len >= 0 {
+                    at += len as usize;
+                }
+            }
+            assert_eq!(at, out.len(), "a COPY tuple's fields do not add up to its bytes");
+        }
+        Err(CopyError::Unrepresentable { offset: named, .. }) => assert_eq!(named, offset),
+        Err(error) => panic!("the COPY encoder refused a row line: {error}"),
+    }
+}
+
+/// Text as a JSON number into PostgreSQL's binary numeric: never a panic; a valid number in
+/// range gives well-formed digits (each below 10000, no leading or trailing zero digit, the
+/// length the header says), and anything else an error.
+pub fn pg_numeric(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let mut out = Vec::new();
+    match numeric_binary(text, &mut out) {
+        Ok(()) => {
+            let field = |i: usize| u16::from_be_bytes([out[2 * i], out[2 * i + 1]]);
+            let ndigits = field(0) as usize;
+            assert_eq!(out.len(), 8 + 2 * ndigits, "numeric length");
+            assert!(field(2) == 0 || field(2) == 0x4000, "numeric sign");
+            assert!(field(3) <= 0x3FFF, "numeric scale");
+            let digits: Vec<u16> = (0..ndigits).map(|i| field(4 + i)).collect();
+            assert!(digits.iter().all(|&d| d < 10_000), "numeric digit out of base");
+            if let (Some(first), Some(last)) = (digits.first(), digits.last()) {
+                assert!(*first != 0 && *last != 0, "numeric digits not normalised: {digits:?}");
+            }
+            // Every accepted text is a JSON number.
+            assert!(serde_json::from_str::<serde_json::Number>(text).is_ok(), "accepted {text:?}");
+        }
+        Err(NumericError::Syntax | NumericError::OutOfRange) => assert!(out.is_empty(), "wrote on error"),
     }
 }

@@ -77,7 +77,7 @@ use futures_util::SinkExt;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
-pub use copy::{numeric_binary, CopyError, NumericError};
+pub use copy::{numeric_binary, row_columns, ColumnSpec, CopyError, NumericError, RowEncoder, SqlType};
 
 use super::{
     CertifiedCheckpoints, Claim, Destination, DestinationError, Epoch, RunKind, SharedDestination, WritePolicy,
@@ -85,7 +85,7 @@ use super::{
 use crate::checkpoint::{Incarnation, Mode, NextOffset};
 use crate::config::{is_valid_topic_name, Secret};
 use crate::rows::Schema;
-use copy::{dead_letter_columns, encode_dead_letter, row_columns, ColumnSpec, RowEncoder};
+use copy::{dead_letter_columns, encode_dead_letter};
 
 /// Where and how to connect, and where the tables go.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -508,7 +508,8 @@ pub fn numeric_binary(text: &str, out: &mut Vec<u8>) -> Result<(), NumericError>
         _ => (false, bytes),
     };
     let int_len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if int_len == 0 {
+    // JSON's grammar: `0`, or digits without a leading zero.
+    if int_len == 0 || (int_len > 1 && rest.first() == Some(&b'0')) {
         return Err(NumericError::Syntax);
     }
     let (int_digits, mut rest) = rest.split_at(int_len);
@@ -719,7 +720,7 @@ mod tests {
         assert_eq!(encode("1e-16384"), Err(NumericError::OutOfRange));
         assert_eq!(encode("1e99999999999999999999"), Err(NumericError::OutOfRange));
         assert_eq!(encode(&"9".repeat(12_001)), Err(NumericError::OutOfRange));
-        for bad in ["", "-", "1.", ".5", "1e", "1e+", "abc", "1x", "--1", "\"1\""] {
+        for bad in ["", "-", "1.", ".5", "1e", "1e+", "abc", "1x", "--1", "\"1\"", "00", "-01"] {
             assert_eq!(encode(bad), Err(NumericError::Syntax), "{bad:?}");
         }
     }
