@@ -149,3 +149,50 @@ async fn static_binary_runs_alone_in_an_empty_root_over_tls_with_scram() {
     assert_read_everything(&root, &topic);
     client.delete_topics(&[&topic]).await.expect("delete topic");
 }
+
+/// The shipped binary (musl, graviola, no C) writes into PostgreSQL over verified TLS with
+/// SCRAM-SHA-256, from the empty root: the Postgres client, its TLS and its authentication need
+/// nothing from the system either.
+#[tokio::test]
+async fn static_binary_writes_into_postgres_over_tls_from_an_empty_root() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let Some(binary) = static_binary() else { return };
+    let Some(db) = sluice_tests::postgres::database().await else { return };
+    if !is_root() {
+        assert!(!ci(), "CI=true but not root: the empty-root test needs chroot");
+        eprintln!("SKIPPED: chroot needs root");
+        return;
+    }
+    let ca = sluice_tests::repo_root().join(".kafka/secure/certs/ca.pem");
+    let ssl = db.query_strings("SHOW ssl").await;
+    if ssl != vec![vec![Some("on".to_string())]] || !ca.exists() {
+        assert!(
+            !ci(),
+            "CI=true but the test PostgreSQL has no TLS (tests/postgres/server.sh start .kafka/secure/certs)"
+        );
+        eprintln!("SKIPPED: the test PostgreSQL has no TLS");
+        return;
+    }
+    let topic = topic_with_records(&client, "static-pg").await;
+    let config = json!({
+        "brokers": [sluice_tests::broker_address()],
+        "topics": [topic],
+        "destination": {"type": "postgres", "url": db.url_without_password(), "password": db.password().unwrap(),
+                        "tls_enabled": true, "tls_ca_pem": std::fs::read_to_string(&ca).unwrap()},
+    });
+    let root = empty_root(&binary, &config);
+    let (ok, stdout, stderr) = chrooted(&root, &["read", "--config", "/config.json", "--mode", "bounded"]);
+    assert!(ok, "read into PostgreSQL failed: {stderr}");
+    assert!(stdout.contains("read 50 rows"), "{stdout}");
+    let rows = db.query_strings(&format!("SELECT count(*), sum(n) FROM \"{topic}\"")).await;
+    assert_eq!(rows, vec![vec![Some("50".to_string()), Some("1225".to_string())]]);
+    // And with another CA the same binary refuses the server: the TLS above was verified.
+    let other_ca = sluice_tests::repo_root().join(".kafka/secure/certs/other-ca.pem");
+    let mut config = config;
+    config["destination"]["tls_ca_pem"] = json!(std::fs::read_to_string(other_ca).unwrap());
+    config["retry_budget_ms"] = json!(1000);
+    let root = empty_root(&binary, &config);
+    let (ok, _, stderr) = chrooted(&root, &["read", "--config", "/config.json", "--mode", "bounded"]);
+    assert!(!ok && stderr.to_lowercase().contains("certificate"), "{stderr}");
+    client.delete_topics(&[&topic]).await.expect("delete topic");
+}
