@@ -517,14 +517,7 @@ impl Config {
             },
         };
         Ok(DestinationTarget::Postgres(Box::new(PostgresSettings {
-            host: postgres.host,
-            port: postgres.port,
-            dbname: postgres.dbname,
-            user: postgres.user,
-            password: postgres.password,
-            tls: postgres.tls,
-            schema: postgres.schema,
-            table_prefix: postgres.table_prefix,
+            connection: postgres,
             connect_timeout: Duration::from_millis(self.network.connect_timeout_ms),
             retry_budget: Duration::from_millis(self.network.retry_budget_ms),
         })))

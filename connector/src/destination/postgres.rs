@@ -83,24 +83,15 @@ use super::{
     CertifiedCheckpoints, Claim, Destination, DestinationError, Epoch, RunKind, SharedDestination, WritePolicy,
 };
 use crate::checkpoint::{Incarnation, Mode, NextOffset};
-use crate::config::{is_valid_topic_name, Secret};
+use crate::config::{is_valid_topic_name, PostgresConfig};
 use crate::rows::Schema;
 use copy::{dead_letter_columns, encode_dead_letter};
 
-/// Where and how to connect, and where the tables go.
+/// Where and how to connect (the configuration's `destination`, or a `--dest` URL), and how
+/// long to wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostgresSettings {
-    pub host: String,
-    pub port: u16,
-    pub dbname: String,
-    pub user: String,
-    pub password: Option<Secret>,
-    /// TLS with the server's certificate verified: `Some(ca)`, where `ca` is the pasted PEM of a
-    /// private CA or `None` for the system trust store.
-    pub tls: Option<Option<Secret>>,
-    /// The schema of the topics' tables.
-    pub schema: String,
-    pub table_prefix: String,
+    pub connection: PostgresConfig,
     pub connect_timeout: Duration,
     /// How long one operation may keep retrying a lost connection.
     pub retry_budget: Duration,
@@ -109,8 +100,9 @@ pub struct PostgresSettings {
 impl PostgresSettings {
     /// `postgres://user@host:port/dbname`: the server without the password, for messages.
     pub fn display_url(&self) -> String {
-        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
-        format!("postgres://{}@{host}:{}/{}", self.user, self.port, self.dbname)
+        let PostgresConfig { host, port, user, dbname, .. } = &self.connection;
+        let host = if host.contains(':') { format!("[{host}]") } else { host.clone() };
+        format!("postgres://{user}@{host}:{port}/{dbname}")
     }
 }
 
@@ -424,7 +416,7 @@ impl PostgresDestination {
                     kind: PostgresErrorKind::Runtime(error.to_string()),
                 }))
             })?;
-        let tls = match &settings.tls {
+        let tls = match &settings.connection.tls {
             None => None,
             Some(ca) => {
                 let tls_settings = sluice_wire::TlsSettings::new(ca.as_ref().map(|pem| pem.expose().to_string()));
@@ -539,11 +531,11 @@ impl PostgresDestination {
     }
 
     fn table_for(&self, topic: &str) -> TableName {
-        let name = table_name_for(&self.settings.table_prefix, topic);
-        if name != format!("{}{topic}", self.settings.table_prefix) {
+        let name = table_name_for(&self.settings.connection.table_prefix, topic);
+        if name != format!("{}{topic}", self.settings.connection.table_prefix) {
             tracing::info!(topic, table = %name, "the table name for topic {topic} is cut to PostgreSQL's 63 bytes: {name}");
         }
-        TableName { schema: self.settings.schema.clone(), name }
+        TableName { schema: self.settings.connection.schema.clone(), name }
     }
 
     /// Starts a run: records the topic and its table (or checks they match) and the run, under
@@ -839,12 +831,13 @@ async fn connect(
     settings: &PostgresSettings,
     tls: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<Client, tokio_postgres::Error> {
+    let connection = &settings.connection;
     let mut config = tokio_postgres::Config::new();
     config
-        .host(&settings.host)
-        .port(settings.port)
-        .user(&settings.user)
-        .dbname(&settings.dbname)
+        .host(&connection.host)
+        .port(connection.port)
+        .user(&connection.user)
+        .dbname(&connection.dbname)
         // The process id tells the workers of a group apart in pg_stat_activity.
         .application_name(format!("sluice {}", std::process::id()))
         .connect_timeout(settings.connect_timeout)
@@ -854,7 +847,7 @@ async fn connect(
         // checkpoint rows locked; the server ends such a session after this long, rolling its
         // epoch back, so that the partitions' next owners are not stalled for longer.
         .options(format!("-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"));
-    if let Some(password) = &settings.password {
+    if let Some(password) = &connection.password {
         config.password(password.expose());
     }
     let client = match tls {
@@ -1406,15 +1399,7 @@ impl SharedDestination for PostgresDestination {
     }
 
     fn write_claimed_epoch(&mut self, topic: &str, claim: &Claim, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
-        if epoch.partition != claim.partition {
-            return Err(DestinationError::InvalidEpoch {
-                topic: topic.to_string(),
-                detail: format!(
-                    "an epoch of partition {} under the claim of partition {}",
-                    epoch.partition, claim.partition
-                ),
-            });
-        }
+        super::shared::check_claimed_epoch(topic, claim, epoch)?;
         self.stage_epoch(topic, epoch)
     }
 
@@ -1426,18 +1411,8 @@ impl SharedDestination for PostgresDestination {
         next: NextOffset,
     ) -> Result<(), DestinationError> {
         self.active(topic)?;
-        if let Some(expected) = expected {
-            if next.offset < expected {
-                return Err(DestinationError::CheckpointRegression {
-                    topic: topic.to_string(),
-                    partition: claim.partition,
-                    certified: expected,
-                    requested: next.offset,
-                });
-            }
-            if next.offset == expected && next.leader_epoch.is_none() {
-                return Ok(());
-            }
+        if !super::shared::moves_forward(topic, claim.partition, expected, next)? {
+            return Ok(());
         }
         let pending = self.take_pending(topic, claim.partition, next.offset);
         let fence = i64::try_from(claim.fence).unwrap_or(i64::MAX);

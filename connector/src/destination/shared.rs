@@ -90,6 +90,38 @@ pub trait SharedDestination {
     fn shared_checkpoints(&self, topic: &str) -> Result<Option<CertifiedCheckpoints>, DestinationError>;
 }
 
+/// Whether certifying `next` over `expected` moves the position: `Ok(false)` for the same
+/// position again without an epoch (an initial frontier: rewriting it would forget the epoch it
+/// was reached in); an error for a move back.
+pub(super) fn moves_forward(
+    topic: &str,
+    partition: i32,
+    expected: Option<i64>,
+    next: NextOffset,
+) -> Result<bool, DestinationError> {
+    let Some(expected) = expected else { return Ok(true) };
+    if next.offset < expected {
+        return Err(DestinationError::CheckpointRegression {
+            topic: topic.to_string(),
+            partition,
+            certified: expected,
+            requested: next.offset,
+        });
+    }
+    Ok(!(next.offset == expected && next.leader_epoch.is_none()))
+}
+
+/// An epoch written under a claim must be of the claimed partition.
+pub(super) fn check_claimed_epoch(topic: &str, claim: &Claim, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
+    if epoch.partition == claim.partition {
+        return Ok(());
+    }
+    Err(DestinationError::InvalidEpoch {
+        topic: topic.to_string(),
+        detail: format!("an epoch of partition {} under the claim of partition {}", epoch.partition, claim.partition),
+    })
+}
+
 /// `p<partition>.json`.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -300,15 +332,7 @@ impl SharedDestination for LocalDirectory {
     fn write_claimed_epoch(&mut self, topic: &str, claim: &Claim, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
         self.active(topic)?;
         super::check_epoch(topic, epoch)?;
-        if epoch.partition != claim.partition {
-            return Err(DestinationError::InvalidEpoch {
-                topic: topic.to_string(),
-                detail: format!(
-                    "an epoch of partition {} under the claim of partition {}",
-                    epoch.partition, claim.partition
-                ),
-            });
-        }
+        check_claimed_epoch(topic, claim, epoch)?;
         let name =
             SegmentName { run: None, partition: epoch.partition, first: epoch.first_offset, last: epoch.last_offset }
                 .to_string();
@@ -361,20 +385,8 @@ impl SharedDestination for LocalDirectory {
         next: NextOffset,
     ) -> Result<(), DestinationError> {
         let active = self.active(topic)?;
-        if let Some(expected) = expected {
-            if next.offset < expected {
-                return Err(DestinationError::CheckpointRegression {
-                    topic: topic.to_string(),
-                    partition: claim.partition,
-                    certified: expected,
-                    requested: next.offset,
-                });
-            }
-            // The same position again without an epoch (an initial frontier) changes nothing;
-            // rewriting it would forget the epoch it was reached in.
-            if next.offset == expected && next.leader_epoch.is_none() {
-                return Ok(());
-            }
+        if !moves_forward(topic, claim.partition, expected, next)? {
+            return Ok(());
         }
         // Staged (written and fsynced) outside the lock; checked and renamed under it.
         let file = PartitionFile::new(active.incarnation.clone(), Some(next), claim.fence, claim.owner.clone());

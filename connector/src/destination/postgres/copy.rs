@@ -223,14 +223,7 @@ impl RowEncoder {
             raw => {
                 let ts: TimestampJson<'_> =
                     serde_json::from_str(raw).map_err(|e| malformed(format!("_sluice_event_ts: {e}")))?;
-                let micros = timestamptz_micros(ts.millis).ok_or_else(|| {
-                    unrepresentable(
-                        "_sluice_event_ts",
-                        format!("holds the timestamp {} ms, beyond timestamptz's range", ts.millis),
-                    )
-                })?;
-                put(out, &micros.to_be_bytes());
-                put(out, ts.r#type.as_bytes());
+                put_timestamp(out, ts.millis, &ts.r#type).map_err(|d| unrepresentable("_sluice_event_ts", d))?;
             }
         }
         put_jsonb(out, headers);
@@ -295,20 +288,11 @@ pub fn encode_dead_letter(letter: &DeadLetter, event_id: &str, out: &mut Vec<u8>
             put_null(out);
         }
         Some(ts) => {
-            let micros = timestamptz_micros(ts.millis).ok_or_else(|| {
-                unrepresentable(
-                    "_sluice_event_ts",
-                    format!("holds the timestamp {} ms, beyond timestamptz's range", ts.millis),
-                )
-            })?;
-            put(out, &micros.to_be_bytes());
-            put_str(
-                out,
-                match ts.kind {
-                    TimestampType::CreateTime => "create_time",
-                    TimestampType::LogAppendTime => "log_append_time",
-                },
-            );
+            let kind = match ts.kind {
+                TimestampType::CreateTime => "create_time",
+                TimestampType::LogAppendTime => "log_append_time",
+            };
+            put_timestamp(out, ts.millis, kind).map_err(|d| unrepresentable("_sluice_event_ts", d))?;
         }
     }
     let headers: Vec<serde_json::Value> = letter
@@ -460,6 +444,15 @@ fn put_bytes_form(out: &mut Vec<u8>, raw: &str, field: &str) -> Result<(), CopyE
         }
         _ => return Err(malformed(format!("{field} is {raw}"))),
     }
+    Ok(())
+}
+
+/// `_sluice_event_ts` (timestamptz) and `_sluice_event_ts_type` (text).
+fn put_timestamp(out: &mut Vec<u8>, millis: i64, kind: &str) -> Result<(), String> {
+    let micros = timestamptz_micros(millis)
+        .ok_or_else(|| format!("holds the timestamp {millis} ms, beyond timestamptz's range"))?;
+    put(out, &micros.to_be_bytes());
+    put_str(out, kind);
     Ok(())
 }
 
