@@ -11,6 +11,8 @@
 #   group workers       SLUICE_GROUP_ROUNDS   (default 10: kill -9, add, SIGTERM per round, both
 #                                             group protocols; and the zombie)
 #                                                            connector/tests/group.rs
+#   postgres            SLUICE_PG_KILL_ROUNDS (default 100 kill -9), SLUICE_PG_CRASH_ROUNDS
+#                       (default 90: each crash point 10 times)   connector/tests/postgres.rs
 #
 # one suite at a time (they share the brokers), and prints every `RELIABILITY ...` line the
 # tests wrote: the figures TESTING.md's table records. The full log goes to target/soak.log.
@@ -23,16 +25,23 @@ export SLUICE_CRASH_ROUNDS="${SLUICE_CRASH_ROUNDS:-500}"
 export SLUICE_CLUSTER_ROUNDS="${SLUICE_CLUSTER_ROUNDS:-10}"
 export SLUICE_SOAK_ROUNDS="${SLUICE_SOAK_ROUNDS:-10}"
 export SLUICE_GROUP_ROUNDS="${SLUICE_GROUP_ROUNDS:-10}"
+export SLUICE_PG_KILL_ROUNDS="${SLUICE_PG_KILL_ROUNDS:-100}"
+export SLUICE_PG_CRASH_ROUNDS="${SLUICE_PG_CRASH_ROUNDS:-90}"
 
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start >/dev/null
 tests/kafka/broker.sh start-cluster >/dev/null
+if [[ -z "${SLUICE_POSTGRES_URL:-}" ]]; then
+  # Starts a fresh one (tests/postgres/server.sh wipes its data directory at each start).
+  SLUICE_POSTGRES_URL="$(tests/postgres/server.sh start)"
+  export SLUICE_POSTGRES_URL
+fi
 
 log=target/soak.log
 mkdir -p target
 : >"$log"
 status=0
-for suite in crash_points cluster_failover network_faults disk_faults group; do
+for suite in crash_points cluster_failover network_faults disk_faults group postgres; do
   echo "== soak: $suite" | tee -a "$log"
   started=$SECONDS
   if ! cargo test --locked -p sluice --test "$suite" -- --nocapture --test-threads=1 >>"$log" 2>&1; then

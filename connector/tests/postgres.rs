@@ -313,7 +313,13 @@ async fn continuous_reads_resume_and_survive_kill_9_at_random_moments() {
     assert_eq!(broker.committed_records() as u64, n);
     let report = check(&broker, &output_view(&db, &topic, "continuous").await);
     report.assert_clean(&format!("{rounds} kill -9 rounds into PostgreSQL (seed {seed})"));
-    assert_eq!(report.total().unseen_at_end, 0);
+    let counts = report.total();
+    assert_eq!(counts.unseen_at_end, 0);
+    eprintln!(
+        "RELIABILITY fault=sigkill-random destination=postgres rounds={rounds} records={} lost={} duplicate={} \
+         nonmonotonic={} mismatched={}",
+        counts.checked, counts.lost, counts.duplicate, counts.nonmonotonic, counts.mismatched
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -505,7 +511,7 @@ async fn killed_at_every_write_step_loses_and_duplicates_nothing() {
     let _shared = SERVER.read().await;
     let Some(client) = sluice_tests::client().await else { return };
     let Some(db) = postgres::database().await else { return };
-    let rounds: usize = std::env::var("SLUICE_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(27);
+    let rounds: usize = std::env::var("SLUICE_PG_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(27);
     let seed = seed();
     eprintln!("postgres crash points: {rounds} rounds, seed {seed} (SLUICE_CHAOS_SEED={seed} replays it)");
     let mut rng = XorShift(seed);
@@ -585,6 +591,15 @@ async fn killed_at_every_write_step_loses_and_duplicates_nothing() {
     assert_eq!(dead.as_deref(), Some(malformed.to_string().as_str()), "each malformed record set aside once");
     let rows = scalar(&db, &format!("SELECT count(*) FROM {table}")).await;
     assert_eq!(rows.as_deref(), Some(n.to_string().as_str()));
+    let counts = report.total();
+    eprintln!(
+        "RELIABILITY fault=sigkill-at-fault-points destination=postgres rounds={rounds} crashes={} records={} lost={} \
+         duplicate={} dead_letters={malformed}",
+        crashes.values().sum::<usize>(),
+        counts.checked,
+        counts.lost,
+        counts.duplicate
+    );
     eprintln!("postgres crash points reached: {crashes:?}");
     // Every point was reached at least once over the default rounds.
     if rounds >= CRASH_POINTS.len() * 2 {
