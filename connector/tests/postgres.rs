@@ -766,3 +766,40 @@ async fn group_workers_on_several_hosts_share_one_database_and_a_zombie_commits_
         stderr.iter().map(|text| text.matches("was refused and rolled back").count()).sum::<usize>()
     );
 }
+
+/// A continuous read over records a bounded run already wrote (same event ids), dead letters
+/// included: the epochs go through the temporary-table path and the table keeps each record
+/// once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_continuous_read_after_a_bounded_one_keeps_each_record_once() {
+    let _shared = SERVER.read().await;
+    let Some(client) = sluice_tests::client().await else { return };
+    let Some(db) = postgres::database().await else { return };
+    let partitions = 2;
+    let topic = common::create_topic(&client, "pg-overlap", partitions, &[]).await;
+    for partition in 0..partitions {
+        let values: Vec<String> = (0..30).map(|n| json!({"p": partition, "n": n}).to_string()).collect();
+        let mut values: Vec<&str> = values.iter().map(String::as_str).collect();
+        values.insert(10, r#"{"p":1,"p":2}"#);
+        common::produce_values(&client, &topic, partition, &values).await;
+    }
+    let dir = common::temp_dir("pg-overlap");
+    let config = common::write_config(&dir, json!({"topics": [topic], "on_malformed": "dead_letter"}));
+    let env = password_env(&db);
+    let url = db.url_without_password();
+    let bounded = RunningSluice::start(&dir.join("logs"), &config, Path::new(&url), "bounded", &env_refs(&env))
+        .wait(Duration::from_secs(60));
+    assert_eq!(bounded.status.code(), Some(0), "{}", bounded.stderr);
+    let ends = common::end_offsets(&client, &topic, partitions).await;
+    let mut sluice = RunningSluice::start(&dir.join("logs"), &config, Path::new(&url), "continuous", &env_refs(&env));
+    assert!(caught_up(&mut sluice, &db, &topic, &ends).await, "{}", sluice.stderr_text());
+    let outcome = sluice.terminate(Duration::from_secs(30));
+    assert_eq!(outcome.status.code(), Some(0), "{}", outcome.stderr);
+    assert!(outcome.stderr.contains("already in the table"), "the overlap was not met: {}", outcome.stderr);
+    let table = table_of(&db, &topic).await;
+    assert_eq!(scalar(&db, &format!("SELECT count(*) FROM {table}")).await.as_deref(), Some("60"));
+    let dead = scalar(&db, &format!("SELECT count(*) FROM \"public\".\"{topic}_dead_letters\"")).await;
+    assert_eq!(dead.as_deref(), Some("2"));
+    let broker = BrokerView::read(&broker_address(), &topic);
+    check(&broker, &output_view(&db, &topic, "continuous").await).assert_clean("continuous after bounded");
+}

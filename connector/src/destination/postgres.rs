@@ -716,6 +716,9 @@ impl PostgresDestination {
         );
         let target_sql = active.target.sql();
         let column_list = columns.iter().map(|c| quote_ident(&c.name)).collect::<Vec<_>>().join(", ");
+        let dead_sql = dead_target.sql();
+        let dead_column_list =
+            dead_letter_columns().iter().map(|c| quote_ident(&c.name)).collect::<Vec<_>>().join(", ");
         let (topic_owned, owner_owned) = (topic.to_string(), owner);
         let rows = pending.as_ref().and_then(|p| p.rows.clone());
         let dead = pending.as_ref().and_then(|p| p.dead_letters.clone());
@@ -725,6 +728,7 @@ impl PostgresDestination {
             let (topic, owner) = (topic_owned.clone(), owner_owned.clone());
             let (rows, dead, rows_copy, dead_copy) = (rows.clone(), dead.clone(), rows_copy.clone(), dead_copy.clone());
             let (target_sql, column_list, dedup) = (target_sql.clone(), column_list.clone(), dedup.clone());
+            let (dead_sql, dead_column_list) = (dead_sql.clone(), dead_column_list.clone());
             async move {
                 let mut through_temporary = dedup.load(std::sync::atomic::Ordering::Relaxed);
                 loop {
@@ -753,38 +757,32 @@ impl PostgresDestination {
                             Some(detail) => Err(Failure::Final(DestinationError::Fenced { topic, partition, detail })),
                         };
                     }
-                    if let Some(rows) = rows.clone() {
-                        if through_temporary {
-                            client
-                                .batch_execute(&format!(
-                                    "CREATE TEMPORARY TABLE _sluice_epoch (LIKE {target_sql} INCLUDING DEFAULTS) ON COMMIT DROP"
-                                ))
-                                .await?;
-                            copy_in(&client, &rows_copy.replacen(&target_sql, "_sluice_epoch", 1), rows).await?;
-                            client
-                                .batch_execute(&format!(
-                                    "INSERT INTO {target_sql} ({column_list}) SELECT {column_list} FROM _sluice_epoch \
-                                     ON CONFLICT (\"_sluice_event_id\") DO NOTHING"
-                                ))
-                                .await?;
-                        } else if let Err(error) = copy_in(&client, &rows_copy, rows).await {
-                            if error.code() != Some(&SqlState::UNIQUE_VIOLATION) {
-                                return Err(error.into());
+                    let copies = [
+                        (rows.clone(), &rows_copy, &target_sql, &column_list),
+                        (dead.clone(), &dead_copy, &dead_sql, &dead_column_list),
+                    ];
+                    let mut conflict = false;
+                    for (index, (data, copy, table, columns)) in copies.into_iter().enumerate() {
+                        let Some(data) = data else { continue };
+                        match copy_rows(&client, copy, table, columns, data, through_temporary, index).await {
+                            Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) && !through_temporary => {
+                                conflict = true;
+                                break;
                             }
-                            client.batch_execute("ROLLBACK").await?;
-                            tracing::info!(
-                                topic,
-                                partition,
-                                "rows of {topic}-{partition} are already in the table (an earlier bounded run read \
-                                 them); this epoch keeps each event id once"
-                            );
-                            through_temporary = true;
-                            dedup.store(true, std::sync::atomic::Ordering::Relaxed);
-                            continue;
+                            other => other?,
                         }
                     }
-                    if let Some(dead) = dead.clone() {
-                        copy_in(&client, &dead_copy, dead).await?;
+                    if conflict {
+                        client.batch_execute("ROLLBACK").await?;
+                        tracing::info!(
+                            topic,
+                            partition,
+                            "records of {topic}-{partition} are already in the table (an earlier bounded run read \
+                             them); this epoch keeps each event id once"
+                        );
+                        through_temporary = true;
+                        dedup.store(true, std::sync::atomic::Ordering::Relaxed);
+                        continue;
                     }
                     crate::fault::point("pg.rows.copied");
                     client.batch_execute("COMMIT").await?;
@@ -813,6 +811,33 @@ impl PostgresDestination {
 /// The staging table of bounded run `run` of `topic`.
 fn staging_table(topic: &str, run: i64) -> TableName {
     TableName { schema: "_sluice".to_string(), name: format!("run_{:016x}_{run}", fnv64(topic)) }
+}
+
+/// Copies `data` (a binary COPY stream for `columns`) into `table` with `copy`; with
+/// `through_temporary`, into a temporary table first and from there only the rows whose event
+/// id is not in `table` yet.
+async fn copy_rows(
+    client: &Client,
+    copy: &str,
+    table: &str,
+    columns: &str,
+    data: Bytes,
+    through_temporary: bool,
+    index: usize,
+) -> Result<(), tokio_postgres::Error> {
+    if !through_temporary {
+        return copy_in(client, copy, data).await.map(drop);
+    }
+    let temporary = format!("_sluice_epoch_{index}");
+    client
+        .batch_execute(&format!("CREATE TEMPORARY TABLE {temporary} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP"))
+        .await?;
+    copy_in(client, &copy.replacen(table, &temporary, 1), data).await?;
+    client
+        .batch_execute(&format!(
+            "INSERT INTO {table} ({columns}) SELECT {columns} FROM {temporary} ON CONFLICT (\"_sluice_event_id\") DO NOTHING"
+        ))
+        .await
 }
 
 async fn copy_in(client: &Client, statement: &str, data: Bytes) -> Result<u64, tokio_postgres::Error> {
