@@ -1201,20 +1201,9 @@ impl Destination for PostgresDestination {
     fn certify(&mut self, topic: &str, positions: &BTreeMap<i32, NextOffset>) -> Result<(), DestinationError> {
         for (&partition, &next) in positions {
             let expected = self.active(topic)?.certified.get(&partition).copied();
-            if let Some(certified) = expected {
-                if next.offset < certified.offset {
-                    return Err(DestinationError::CheckpointRegression {
-                        topic: topic.to_string(),
-                        partition,
-                        certified: certified.offset,
-                        requested: next.offset,
-                    });
-                }
-                // The same position again without an epoch (an initial frontier) changes nothing;
-                // rewriting it would forget the epoch it was reached in.
-                if next.offset == certified.offset && (next.leader_epoch.is_none() || next == certified) {
-                    continue;
-                }
+            // The same rule as a group's certificates (an initial frontier again moves nothing).
+            if !super::shared::moves_forward(topic, partition, expected.map(|e| e.offset), next)? {
+                continue;
             }
             let pending = self.take_pending(topic, partition, next.offset);
             let certificate = Certificate { partition, expected, next, fence: 0, owner: String::new() };
@@ -1237,11 +1226,10 @@ impl Destination for PostgresDestination {
             let staging_dead = staging.with_suffix("_dl");
             let table = active.table.clone();
             let dead = table.with_suffix(DEAD_LETTERS_SUFFIX);
-            let server = self.settings.display_url();
             let topic_owned = topic.to_string();
             self.operate("finish the bounded run", move |client| {
-                let (staging, staging_dead, table, dead, topic, server) =
-                    (staging.clone(), staging_dead.clone(), table.clone(), dead.clone(), topic_owned.clone(), server.clone());
+                let (staging, staging_dead, table, dead, topic) =
+                    (staging.clone(), staging_dead.clone(), table.clone(), dead.clone(), topic_owned.clone());
                 async move {
                     client.batch_execute("BEGIN").await?;
                     let finished = client
@@ -1256,51 +1244,53 @@ impl Destination for PostgresDestination {
                         return Err(Failure::Final(DestinationError::NoActiveRun { topic }));
                     }
                     for (staged, into) in [(&staging, &table), (&staging_dead, &dead)] {
-                        let exists = client
-                            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&staged.sql()])
-                            .await?
-                            .get::<_, bool>(0);
-                        match policy {
-                            WritePolicy::Replace => {
-                                client.batch_execute(&format!("DROP TABLE IF EXISTS {}", into.sql())).await?;
-                                if exists {
-                                    client
-                                        .batch_execute(&format!(
-                                            "ALTER TABLE {} SET SCHEMA {}; ALTER TABLE {} RENAME TO {}",
-                                            staged.sql(),
-                                            quote_ident(&into.schema),
-                                            TableName { schema: into.schema.clone(), name: staged.name.clone() }.sql(),
-                                            quote_ident(&into.name)
-                                        ))
-                                        .await?;
-                                }
+                        // Under the lock `ensure_table` takes for the table's name.
+                        let key = fnv64(&into.sql()) as i64;
+                        client.execute("SELECT pg_advisory_xact_lock($1)", &[&key]).await?;
+                        let exists = |table: &TableName| {
+                            let name = table.sql();
+                            let client = &client;
+                            async move {
+                                client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&name]).await.map(|row| row.get::<_, bool>(0))
                             }
-                            WritePolicy::Append if exists => {
-                                let columns = client
-                                    .query(
-                                        "SELECT a.attname::text FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::text::regclass \
-                                         AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
-                                        &[&staged.sql()],
-                                    )
-                                    .await?;
-                                let list: Vec<String> = columns.iter().map(|row| quote_ident(&row.get::<_, String>(0))).collect();
-                                let list = list.join(", ");
-                                if let Err(failure) = ensure_table(&client, &server, into, &[], false).await {
-                                    let _ = client.batch_execute("ROLLBACK").await;
-                                    return Err(failure);
-                                }
-                                client
-                                    .batch_execute(&format!(
-                                        "CREATE TABLE IF NOT EXISTS {into_sql} (LIKE {staged_sql} INCLUDING ALL); \
-                                         INSERT INTO {into_sql} ({list}) SELECT {list} FROM {staged_sql} \
-                                         ON CONFLICT (\"_sluice_event_id\") DO NOTHING; DROP TABLE {staged_sql}",
-                                        into_sql = into.sql(),
-                                        staged_sql = staged.sql(),
-                                    ))
-                                    .await?;
-                            }
-                            WritePolicy::Append => {}
+                        };
+                        let (staged_exists, into_exists) = (exists(staged).await?, exists(into).await?);
+                        if policy == WritePolicy::Replace && into_exists {
+                            client.batch_execute(&format!("DROP TABLE {}", into.sql())).await?;
                         }
+                        if !staged_exists {
+                            continue;
+                        }
+                        if policy == WritePolicy::Replace || !into_exists {
+                            // The staged table becomes the topic's (nothing to merge with).
+                            client
+                                .batch_execute(&format!(
+                                    "ALTER TABLE {} SET SCHEMA {}; ALTER TABLE {} RENAME TO {}",
+                                    staged.sql(),
+                                    quote_ident(&into.schema),
+                                    TableName { schema: into.schema.clone(), name: staged.name.clone() }.sql(),
+                                    quote_ident(&into.name)
+                                ))
+                                .await?;
+                            continue;
+                        }
+                        let columns = client
+                            .query(
+                                "SELECT a.attname::text FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::text::regclass \
+                                 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                                &[&staged.sql()],
+                            )
+                            .await?;
+                        let list: Vec<String> = columns.iter().map(|row| quote_ident(&row.get::<_, String>(0))).collect();
+                        let list = list.join(", ");
+                        client
+                            .batch_execute(&format!(
+                                "INSERT INTO {into_sql} ({list}) SELECT {list} FROM {staged_sql} \
+                                 ON CONFLICT (\"_sluice_event_id\") DO NOTHING; DROP TABLE {staged_sql}",
+                                into_sql = into.sql(),
+                                staged_sql = staged.sql(),
+                            ))
+                            .await?;
                     }
                     crate::fault::point("pg.run.moved");
                     client.batch_execute("COMMIT").await?;
