@@ -242,14 +242,28 @@ async fn zombie_certifies_nothing(protocol: &str) {
     let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
     wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "three workers start").await;
 
+    // Catching up does not need every worker (one may still be joining under load): wait until
+    // the assignment has spread, so that the zombie owns partitions.
+    let owns = |pid: u32| {
+        partition_files(&dest, &topic)
+            .into_iter()
+            .filter(|(_, (_, _, owner))| owner.contains(&format!("-{pid}-")))
+            .map(|(p, _)| p)
+            .collect::<BTreeSet<i32>>()
+    };
+    let deadline = Instant::now() + generous;
+    while workers.iter().any(|worker| owns(worker.pid()).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "the partitions never spread over the workers: {:?}",
+            partition_files(&dest, &topic)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Stop the zombie while it reads; the others take its partitions over after its session.
     let zombie = workers.remove(0);
     let pid = zombie.pid().to_string();
-    let held: BTreeSet<i32> = partition_files(&dest, &topic)
-        .into_iter()
-        .filter(|(_, (_, _, owner))| owner.contains(&format!("-{pid}-")))
-        .map(|(p, _)| p)
-        .collect();
+    let held = owns(zombie.pid());
     assert!(!held.is_empty(), "the zombie owned no partition: {:?}", partition_files(&dest, &topic));
     stop_outside_the_lock(&zombie, &dest, &topic);
     let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
@@ -403,9 +417,18 @@ async fn workers_and_the_java_consumer_share_a_group(protocol: &str) {
         assert!(Instant::now() < deadline, "the Java member got no partition");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // Let the rebalance settle, then watch who moves which partition for 3 s.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let java_partitions = owned.lock().unwrap().clone();
+    // Let the rebalance settle (the Java member's partitions unchanged for 3 s), then watch who
+    // moves which partition for 3 s.
+    let mut java_partitions = owned.lock().unwrap().clone();
+    loop {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = owned.lock().unwrap().clone();
+        if now == java_partitions {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the group never settled: the Java member's partitions keep moving");
+        java_partitions = now;
+    }
     let before = certified(&dest, &topic);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = certified(&dest, &topic);
@@ -436,7 +459,8 @@ async fn workers_and_the_java_consumer_share_a_group(protocol: &str) {
     let broker = BrokerView::read(&broker_address(), &topic);
     for (partition, first) in &starts {
         let committed_at = frozen[partition];
-        let skipped: Vec<i64> = broker.committed[partition].range(committed_at..*first).map(|(o, _)| *o).collect();
+        let skipped: Vec<i64> =
+            broker.committed[partition].range(committed_at..(*first).max(committed_at)).map(|(o, _)| *o).collect();
         assert!(
             *first >= committed_at && skipped.is_empty(),
             "partition {partition}: the Java member started at {first}, the workers' commit was {committed_at} \
