@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use sluice::checkpoint::Incarnation;
-use sluice::destination::postgres::{numeric_binary, row_columns, CopyError, NumericError, RowEncoder};
+use sluice::destination::postgres::{numeric_binary, row_columns, CopyError, NumericError, RowEncoder, SqlType};
 use sluice::json::{base64_decode, parse_strict};
 use sluice::row_lines::RowLines;
 // `TimestampType` is also the wire's (in `targets.rs`, included next to this file).
@@ -96,7 +96,9 @@ pub fn json_rows(data: &[u8]) {
                 if let Some(before) = &schema_before {
                     assert_eq!(before, schema, "the schema changed after it was fixed");
                 }
-                copy_tuple_is_whole(schema, &line, offset);
+                copy_tuple_is_whole(schema, &line, &fields, offset);
+                // Bytes that are not a rendered line: an error or a tuple, never a panic.
+                let _ = RowEncoder::new(schema).encode_line(bytes, &mut Vec::new());
                 match (schema.as_ref(), &row.payload) {
                     (Schema::Raw, RowPayload::Raw(raw)) => {
                         assert_eq!(Some(raw.as_slice()), value);
@@ -173,21 +175,34 @@ fn bytes_of(value: &Value) -> Option<Vec<u8>> {
     }
 }
 
-/// A row line as the Postgres destination's binary COPY tuple (see `json_rows`).
-fn copy_tuple_is_whole(schema: &Schema, line: &[u8], offset: i64) {
+/// A row line as the Postgres destination's binary COPY tuple (see `json_rows`): the fields
+/// add up to the tuple, and each text, boolean and jsonb column holds the line's value.
+fn copy_tuple_is_whole(schema: &Schema, line: &[u8], fields: &serde_json::Map<String, Value>, offset: i64) {
     let mut out = Vec::new();
     match RowEncoder::new(schema).encode_line(line, &mut out) {
         Ok(()) => {
-            let columns = row_columns(schema).len();
+            let columns = row_columns(schema);
             let count = i16::from_be_bytes([out[0], out[1]]);
-            assert_eq!(count as usize, columns, "field count of a COPY tuple");
+            assert_eq!(count as usize, columns.len(), "field count of a COPY tuple");
             let mut at = 2;
-            for _ in 0..columns {
+            for column in &columns {
                 let len = i32::from_be_bytes(out[at..at + 4].try_into().expect("4 bytes"));
                 at += 4;
+                let field = (len >= 0).then(|| &out[at..at + len as usize]);
                 if len >= 0 {
                     at += len as usize;
                 }
+                let Some(value) = fields.get(&column.name) else { continue };
+                let expected = match (column.sql_type, value) {
+                    (_, Value::Null) => None,
+                    (SqlType::Text, Value::String(text)) => Some(text.as_bytes().to_vec()),
+                    (SqlType::Bool, Value::Bool(flag)) => Some(vec![u8::from(*flag)]),
+                    (SqlType::Jsonb, value) => {
+                        Some([&[1u8][..], &serde_json::to_vec(value).expect("a Value serialises")].concat())
+                    }
+                    _ => continue,
+                };
+                assert_eq!(field.map(<[u8]>::to_vec), expected, "COPY field of column {}", column.name);
             }
             assert_eq!(at, out.len(), "a COPY tuple's fields do not add up to its bytes");
         }

@@ -205,6 +205,10 @@ impl From<tokio_postgres::Error> for Failure {
     }
 }
 
+/// An attempt that ran before [`PostgresDestination::operate_after`]: its connection, and its
+/// outcome or why the runtime could not run it.
+type FirstAttempt<T> = (Arc<Client>, Result<Result<T, Failure>, String>);
+
 /// A lost connection (retried on a new one), as opposed to an answer from the server.
 fn is_connection_loss(error: &tokio_postgres::Error) -> bool {
     if error.is_closed() {
@@ -292,10 +296,16 @@ struct Certificate {
 struct PendingEpoch {
     partition: i32,
     last_offset: i64,
-    /// A complete binary COPY stream, or `None` when the epoch has no rows.
-    rows: Option<Bytes>,
+    /// The epoch's rows as rendered (JSON lines), encoded while the certificate's transaction
+    /// copies them (see `commit_position`); empty when the epoch has none.
+    lines: Vec<u8>,
+    /// A complete binary COPY stream of the dead letters.
     dead_letters: Option<Bytes>,
 }
+
+/// About how many bytes of binary `COPY` data go to the server at a time: small enough that
+/// the server works on one chunk while the next is encoded, large enough to cost few messages.
+const COPY_CHUNK: usize = 128 * 1024;
 
 #[derive(Debug)]
 struct PgRun {
@@ -486,11 +496,31 @@ impl PostgresDestination {
         F: Fn(Arc<Client>) -> Fut,
         Fut: Future<Output = Result<T, Failure>> + Send + 'static,
     {
+        self.operate_after(action, None, attempt)
+    }
+
+    /// [`Self::operate`], whose first attempt already ran elsewhere when `first` holds its
+    /// connection and outcome (an epoch's streamed first attempt: see `commit_position`).
+    fn operate_after<T, F, Fut>(
+        &self,
+        action: &str,
+        mut first: Option<FirstAttempt<T>>,
+        attempt: F,
+    ) -> Result<T, DestinationError>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<Client>) -> Fut,
+        Fut: Future<Output = Result<T, Failure>> + Send + 'static,
+    {
         let started = Instant::now();
         let mut backoff = Duration::from_millis(100);
         loop {
-            let outcome = match self.connection(action) {
-                Ok(client) => match self.wait(attempt(client.clone())) {
+            let ran = match first.take() {
+                Some((client, outcome)) => Ok((client, outcome)),
+                None => self.connection(action).map(|client| (client.clone(), self.wait(attempt(client)))),
+            };
+            let outcome = match ran {
+                Ok((client, ran)) => match ran {
                     // An error that ended the session (a FATAL from the server) is a lost
                     // connection too, whatever its code.
                     Ok(Err(Failure::Driver(error))) if client.is_closed() && error.as_db_error().is_some() => {
@@ -688,109 +718,128 @@ impl PostgresDestination {
 
     /// The compare-and-set transaction of one partition (see the module docs): moves the
     /// checkpoint from `expected` to `next` under `fence`, with `pending`'s rows and dead letters.
+    ///
+    /// The first attempt streams: it runs on the destination's runtime while this thread
+    /// encodes the rows, and each chunk goes to the server as soon as it is encoded, so that
+    /// PostgreSQL stores chunk n while chunk n+1 is encoded. The chunks are kept: a retry (a
+    /// lost connection, or the unique violation of rows already in the table) sends them again.
     fn commit_position(
         &mut self,
         topic: &str,
         certificate: Certificate,
         pending: Option<PendingEpoch>,
     ) -> Result<(), DestinationError> {
+        const ACTION: &str = "write and certify an epoch";
         let Certificate { partition, expected, next, fence, owner } = certificate;
         let active = self.active(topic)?;
-        let mode = mode_name(active.kind);
-        let bounded_run = active.run;
         let columns = active.columns.clone().unwrap_or_default();
-        let rows_copy = format!(
-            "COPY {} ({}) FROM STDIN (FORMAT binary)",
-            active.target.sql(),
-            columns.iter().map(|c| quote_ident(&c.name)).collect::<Vec<_>>().join(", ")
-        );
-        let dead_target = if active.run.is_some() {
-            active.target.with_suffix("_dl")
-        } else {
-            active.target.with_suffix(DEAD_LETTERS_SUFFIX)
-        };
-        let dead_copy = format!(
-            "COPY {} ({}) FROM STDIN (FORMAT binary)",
-            dead_target.sql(),
-            dead_letter_columns().iter().map(|c| quote_ident(&c.name)).collect::<Vec<_>>().join(", ")
-        );
-        let target_sql = active.target.sql();
         let column_list = columns.iter().map(|c| quote_ident(&c.name)).collect::<Vec<_>>().join(", ");
-        let dead_sql = dead_target.sql();
+        let dead_target = self.dead_letter_table(active);
         let dead_column_list =
             dead_letter_columns().iter().map(|c| quote_ident(&c.name)).collect::<Vec<_>>().join(", ");
-        let (topic_owned, owner_owned) = (topic.to_string(), owner);
-        let rows = pending.as_ref().and_then(|p| p.rows.clone());
-        let dead = pending.as_ref().and_then(|p| p.dead_letters.clone());
-        // Set after a unique violation: write the rows through a temporary table instead.
-        let dedup = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let outcome = self.operate("write and certify an epoch", move |client| {
-            let (topic, owner) = (topic_owned.clone(), owner_owned.clone());
-            let (rows, dead, rows_copy, dead_copy) = (rows.clone(), dead.clone(), rows_copy.clone(), dead_copy.clone());
-            let (target_sql, column_list, dedup) = (target_sql.clone(), column_list.clone(), dedup.clone());
-            let (dead_sql, dead_column_list) = (dead_sql.clone(), dead_column_list.clone());
-            async move {
-                let mut through_temporary = dedup.load(std::sync::atomic::Ordering::Relaxed);
-                loop {
-                    client.batch_execute("BEGIN").await?;
-                    if let Some(run) = bounded_run {
-                        // The run must still be the topic's current, unfinished run.
-                        let current = client
-                            .execute(
-                                "UPDATE _sluice.topics SET bounded_run = bounded_run WHERE topic = $1 AND bounded_run = $2 \
-                                 AND bounded_finished = false",
-                                &[&topic, &run],
-                            )
-                            .await?;
-                        if current != 1 {
-                            client.batch_execute("ROLLBACK").await?;
-                            return Err(Failure::Final(DestinationError::NoActiveRun { topic }));
-                        }
-                    }
-                    let moved = compare_and_set(&client, &topic, mode, partition, expected, next, fence, &owner).await?;
-                    if moved {
-                        crate::fault::point("pg.checkpoint.moved");
-                    } else {
-                        client.batch_execute("ROLLBACK").await?;
-                        return match fenced_or_done(&client, &topic, mode, partition, expected, next, fence).await? {
-                            None => Ok(()),
-                            Some(detail) => Err(Failure::Final(DestinationError::Fenced { topic, partition, detail })),
-                        };
-                    }
-                    let copies = [
-                        (rows.clone(), &rows_copy, &target_sql, &column_list),
-                        (dead.clone(), &dead_copy, &dead_sql, &dead_column_list),
-                    ];
-                    let mut conflict = false;
-                    for (index, (data, copy, table, columns)) in copies.into_iter().enumerate() {
-                        let Some(data) = data else { continue };
-                        match copy_rows(&client, copy, table, columns, data, through_temporary, index).await {
-                            Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) && !through_temporary => {
-                                conflict = true;
-                                break;
-                            }
-                            other => other?,
-                        }
-                    }
-                    if conflict {
-                        client.batch_execute("ROLLBACK").await?;
-                        tracing::info!(
-                            topic,
-                            partition,
-                            "records of {topic}-{partition} are already in the table (an earlier bounded run read \
-                             them); this epoch keeps each event id once"
-                        );
-                        through_temporary = true;
-                        dedup.store(true, std::sync::atomic::Ordering::Relaxed);
-                        continue;
-                    }
-                    crate::fault::point("pg.rows.copied");
-                    client.batch_execute("COMMIT").await?;
-                    crate::fault::point("pg.committed");
-                    return Ok(());
-                }
-            }
+        let statements = Arc::new(EpochStatements {
+            topic: topic.to_string(),
+            mode: mode_name(active.kind),
+            partition,
+            expected,
+            next,
+            fence,
+            owner,
+            bounded_run: active.run,
+            rows: CopyTarget::new(&active.target, column_list),
+            dead: CopyTarget::new(&dead_target, dead_column_list),
         });
+        let (lines, dead) = match pending {
+            Some(PendingEpoch { lines, dead_letters, .. }) => (lines, dead_letters),
+            None => (Vec::new(), None),
+        };
+        let encoder = match (lines.is_empty(), active.encoder.as_ref()) {
+            (true, _) => None,
+            (false, Some(encoder)) => Some(encoder),
+            (false, None) => {
+                return Err(DestinationError::InvalidEpoch {
+                    topic: topic.to_string(),
+                    detail: "rows before the schema was written".to_string(),
+                })
+            }
+        };
+        let copy_error = |error: CopyError| {
+            self.error("encode an epoch", PostgresErrorKind::Copy { topic: topic.to_string(), error })
+        };
+
+        // The first attempt, streamed (or, without rows, run like any other).
+        let mut chunks = Vec::new();
+        let first = match (encoder, self.connection(ACTION)) {
+            (Some(encoder), Ok(client)) => {
+                let runtime = self.runtime.as_ref().ok_or_else(|| {
+                    self.error(ACTION, PostgresErrorKind::Runtime("the runtime is shut down".to_string()))
+                })?;
+                let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+                let task = runtime.spawn({
+                    let (client, statements, dead) = (client.clone(), statements.clone(), dead.clone());
+                    async move {
+                        let rows = Some(RowSource::Streaming(receiver));
+                        epoch_transaction(&client, &statements, rows, dead, false).await
+                    }
+                });
+                let encoded = encode_chunks(encoder, &lines, |chunk| {
+                    // A send fails once the attempt has ended early; the chunks are kept for
+                    // the retry all the same.
+                    let _ = sender.send(Chunk::Data(chunk.clone()));
+                    chunks.push(chunk);
+                });
+                if encoded.is_ok() {
+                    let _ = sender.send(Chunk::End);
+                }
+                // Without `End` the attempt fails before its COMMIT.
+                drop(sender);
+                let outcome = block_on(task).map_err(|error| error.to_string());
+                if let Err(error) = encoded {
+                    // Whatever the attempt left open is rolled back with its connection.
+                    *self.client.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                    return Err(copy_error(error));
+                }
+                Some((client, outcome))
+            }
+            (Some(encoder), Err(_)) => {
+                // `operate_after` connects again and reports what fails.
+                encode_chunks(encoder, &lines, |chunk| chunks.push(chunk)).map_err(copy_error)?;
+                None
+            }
+            (None, _) => None,
+        };
+
+        let chunks = Arc::new(chunks);
+        let mut through_temporary = false;
+        let mut first = first;
+        let outcome = loop {
+            let attempt = self.operate_after(ACTION, first.take(), |client| {
+                let (statements, chunks, dead) = (statements.clone(), chunks.clone(), dead.clone());
+                async move {
+                    let rows = (!chunks.is_empty()).then(|| RowSource::Encoded(chunks));
+                    epoch_transaction(&client, &statements, rows, dead, through_temporary).await
+                }
+            });
+            match attempt {
+                Ok(Attempt::Done) => break Ok(()),
+                Ok(Attempt::Conflict) if !through_temporary => {
+                    tracing::info!(
+                        topic,
+                        partition,
+                        "records of {topic}-{partition} are already in the table (an earlier bounded run read \
+                         them); this epoch keeps each event id once"
+                    );
+                    through_temporary = true;
+                }
+                Ok(Attempt::Conflict) => {
+                    break Err(DestinationError::InvalidEpoch {
+                        topic: topic.to_string(),
+                        detail: "a unique violation through the temporary table".to_string(),
+                    })
+                }
+                Err(error) => break Err(error),
+            }
+        };
         if let Err(DestinationError::Fenced { detail, .. }) = &outcome {
             tracing::warn!(
                 topic,
@@ -808,48 +857,181 @@ impl PostgresDestination {
     }
 }
 
+/// Binary `COPY` rows in chunks of about [`COPY_CHUNK`] bytes, each handed to `emit` as soon as
+/// it is full; the header is in the first, the trailer in the last.
+fn encode_chunks(encoder: &RowEncoder, lines: &[u8], mut emit: impl FnMut(Bytes)) -> Result<(), CopyError> {
+    let fresh = || Vec::with_capacity(COPY_CHUNK + COPY_CHUNK / 4);
+    let mut out = fresh();
+    copy::write_header(&mut out);
+    for line in lines.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()) {
+        encoder.encode_line(line, &mut out)?;
+        if out.len() >= COPY_CHUNK {
+            emit(Bytes::from(std::mem::replace(&mut out, fresh())));
+        }
+    }
+    copy::write_trailer(&mut out);
+    emit(Bytes::from(out));
+    Ok(())
+}
+
+/// What every attempt of an epoch's transaction runs.
+struct EpochStatements {
+    topic: String,
+    mode: &'static str,
+    partition: i32,
+    expected: Option<NextOffset>,
+    next: NextOffset,
+    fence: i64,
+    owner: String,
+    bounded_run: Option<i64>,
+    rows: CopyTarget,
+    dead: CopyTarget,
+}
+
+/// A table that `COPY` fills, and the columns it names.
+struct CopyTarget {
+    table: String,
+    columns: String,
+}
+
+impl CopyTarget {
+    fn new(table: &TableName, columns: String) -> Self {
+        CopyTarget { table: table.sql(), columns }
+    }
+}
+
+/// A streamed attempt's rows, from the encoding thread.
+enum Chunk {
+    Data(Bytes),
+    /// Every row is encoded: only now may the attempt commit.
+    End,
+}
+
+/// Where an attempt's rows come from.
+enum RowSource {
+    /// Encoded already (a retry, or dead letters).
+    Encoded(Arc<Vec<Bytes>>),
+    /// As the encoding thread makes them (the first attempt).
+    Streaming(tokio::sync::mpsc::UnboundedReceiver<Chunk>),
+}
+
+/// How an attempt of an epoch's transaction ended, short of an error.
+enum Attempt {
+    /// Committed now, or found committed by an attempt whose answer was lost.
+    Done,
+    /// A unique violation: some rows are in the table already; rolled back, to be rerun through
+    /// a temporary table.
+    Conflict,
+}
+
+/// One attempt of an epoch's transaction (see the module docs).
+async fn epoch_transaction(
+    client: &Client,
+    epoch: &EpochStatements,
+    rows: Option<RowSource>,
+    dead: Option<Bytes>,
+    through_temporary: bool,
+) -> Result<Attempt, Failure> {
+    let EpochStatements { topic, mode, partition, expected, next, fence, owner, .. } = epoch;
+    client.batch_execute("BEGIN").await?;
+    if let Some(run) = epoch.bounded_run {
+        // The run must still be the topic's current, unfinished run.
+        let current = client
+            .execute(
+                "UPDATE _sluice.topics SET bounded_run = bounded_run WHERE topic = $1 AND bounded_run = $2 \
+                 AND bounded_finished = false",
+                &[topic, &run],
+            )
+            .await?;
+        if current != 1 {
+            client.batch_execute("ROLLBACK").await?;
+            return Err(Failure::Final(DestinationError::NoActiveRun { topic: topic.clone() }));
+        }
+    }
+    if compare_and_set(client, topic, mode, *partition, *expected, *next, *fence, owner).await? {
+        crate::fault::point("pg.checkpoint.moved");
+    } else {
+        client.batch_execute("ROLLBACK").await?;
+        return match fenced_or_done(client, topic, mode, *partition, *expected, *next, *fence).await? {
+            None => Ok(Attempt::Done),
+            Some(detail) => {
+                Err(Failure::Final(DestinationError::Fenced { topic: topic.clone(), partition: *partition, detail }))
+            }
+        };
+    }
+    let dead = dead.map(|bytes| RowSource::Encoded(Arc::new(vec![bytes])));
+    for (index, (data, target)) in [(rows, &epoch.rows), (dead, &epoch.dead)].into_iter().enumerate() {
+        let Some(data) = data else { continue };
+        match copy_rows(client, target, data, through_temporary, index).await {
+            Err(Failure::Driver(error)) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) && !through_temporary => {
+                client.batch_execute("ROLLBACK").await?;
+                return Ok(Attempt::Conflict);
+            }
+            other => other?,
+        }
+    }
+    crate::fault::point("pg.rows.copied");
+    client.batch_execute("COMMIT").await?;
+    crate::fault::point("pg.committed");
+    Ok(Attempt::Done)
+}
+
 /// The staging table of bounded run `run` of `topic`.
 fn staging_table(topic: &str, run: i64) -> TableName {
     TableName { schema: "_sluice".to_string(), name: format!("run_{:016x}_{run}", fnv64(topic)) }
 }
 
-/// Copies `data` (a binary COPY stream for `columns`) into `table` with `copy`; with
-/// `through_temporary`, into a temporary table first and from there only the rows whose event
-/// id is not in `table` yet.
+/// Copies `data` (a binary COPY stream) into `target`; with `through_temporary`, into a
+/// temporary table first and from there only the rows whose event id is not in the table yet.
 async fn copy_rows(
     client: &Client,
-    copy: &str,
-    table: &str,
-    columns: &str,
-    data: Bytes,
+    target: &CopyTarget,
+    data: RowSource,
     through_temporary: bool,
     index: usize,
-) -> Result<(), tokio_postgres::Error> {
+) -> Result<(), Failure> {
+    let CopyTarget { table, columns } = target;
     if !through_temporary {
-        return copy_in(client, copy, data).await.map(drop);
+        return copy_in(client, &format!("COPY {table} ({columns}) FROM STDIN (FORMAT binary)"), data).await;
     }
     let temporary = format!("_sluice_epoch_{index}");
     client
         .batch_execute(&format!("CREATE TEMPORARY TABLE {temporary} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP"))
         .await?;
-    copy_in(client, &copy.replacen(table, &temporary, 1), data).await?;
+    copy_in(client, &format!("COPY {temporary} ({columns}) FROM STDIN (FORMAT binary)"), data).await?;
     client
         .batch_execute(&format!(
             "INSERT INTO {table} ({columns}) SELECT {columns} FROM {temporary} ON CONFLICT (\"_sluice_event_id\") DO NOTHING"
         ))
-        .await
+        .await?;
+    Ok(())
 }
 
-async fn copy_in(client: &Client, statement: &str, data: Bytes) -> Result<u64, tokio_postgres::Error> {
+async fn copy_in(client: &Client, statement: &str, data: RowSource) -> Result<(), Failure> {
     let sink = client.copy_in::<str, Bytes>(statement).await?;
     let mut sink = pin!(sink);
-    // Chunks of 1 MiB: the server processes a CopyData message at a time.
-    let mut data = data;
-    while !data.is_empty() {
-        let chunk = data.split_to(data.len().min(1 << 20));
-        sink.as_mut().feed(chunk).await?;
+    match data {
+        RowSource::Encoded(chunks) => {
+            for chunk in chunks.iter() {
+                sink.as_mut().feed(chunk.clone()).await?;
+            }
+        }
+        RowSource::Streaming(mut receiver) => loop {
+            match receiver.recv().await {
+                Some(Chunk::Data(chunk)) => sink.as_mut().feed(chunk).await?,
+                Some(Chunk::End) => break,
+                // The encoding failed (it reports why): never finish, so nothing commits.
+                None => {
+                    return Err(Failure::Final(DestinationError::InvalidEpoch {
+                        topic: String::new(),
+                        detail: "the epoch's encoding stopped".to_string(),
+                    }))
+                }
+            }
+        },
     }
-    sink.as_mut().finish().await
+    sink.as_mut().finish().await?;
+    Ok(())
 }
 
 async fn connect(
@@ -1065,7 +1247,8 @@ impl PostgresDestination {
         })
     }
 
-    /// Encodes `epoch` and keeps it for the certificate that follows.
+    /// Keeps `epoch` (its rows as rendered, its dead letters encoded) for the certificate that
+    /// follows.
     fn stage_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
         let active = self.active(topic)?;
         super::check_epoch(topic, epoch)?;
@@ -1078,21 +1261,14 @@ impl PostgresDestination {
         let copy_error = |error: CopyError| {
             self.error("encode an epoch", PostgresErrorKind::Copy { topic: topic.to_string(), error })
         };
-        let rows = if epoch.rows.is_empty() {
-            None
-        } else {
-            let encoder = active.encoder.as_ref().ok_or_else(|| DestinationError::InvalidEpoch {
+        if !epoch.rows.is_empty() && active.encoder.is_none() {
+            return Err(DestinationError::InvalidEpoch {
                 topic: topic.to_string(),
                 detail: "rows before the schema was written".to_string(),
-            })?;
-            let mut out = Vec::with_capacity(epoch.rows.bytes().len() + 64 * epoch.rows.len() + 32);
-            copy::write_header(&mut out);
-            for line in epoch.rows.bytes().split(|&byte| byte == b'\n').filter(|line| !line.is_empty()) {
-                encoder.encode_line(line, &mut out).map_err(copy_error)?;
-            }
-            copy::write_trailer(&mut out);
-            Some(Bytes::from(out))
-        };
+            });
+        }
+        // Encoded by the certificate, while its transaction sends them.
+        let lines = epoch.rows.bytes().to_vec();
         let dead_letters = if epoch.dead_letters.is_empty() {
             None
         } else {
@@ -1113,7 +1289,7 @@ impl PostgresDestination {
             self.active.get_mut(topic).ok_or_else(|| DestinationError::NoActiveRun { topic: topic.to_string() })?;
         active.dead_letters_ready |= dead_letters.is_some();
         active.pending =
-            Some(PendingEpoch { partition: epoch.partition, last_offset: epoch.last_offset, rows, dead_letters });
+            Some(PendingEpoch { partition: epoch.partition, last_offset: epoch.last_offset, lines, dead_letters });
         Ok(())
     }
 

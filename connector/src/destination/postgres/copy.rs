@@ -20,9 +20,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::json;
 use crate::rows::{
@@ -182,22 +180,17 @@ impl RowEncoder {
 
     /// Appends the tuple for one JSON line (without its newline).
     pub fn encode_line(&self, line: &[u8], out: &mut Vec<u8>) -> Result<(), CopyError> {
-        let fields = parse_line(line)?;
-        let expected = TRANSPORT_COLUMNS.len() + METADATA_COLUMNS.len() + if self.raw { 1 } else { self.payload.len() };
-        if fields.len() != expected {
-            return Err(malformed(format!("{} fields where the schema has {expected}", fields.len())));
-        }
-        let Some((fixed, payload)) = fields.split_first_chunk::<8>() else {
-            return Err(malformed("fewer than 8 fields"));
-        };
-        let fixed_names = TRANSPORT_COLUMNS.iter().chain(METADATA_COLUMNS.iter());
-        for ((name, _), want) in fixed.iter().zip(fixed_names) {
-            if name != want {
-                return Err(malformed(format!("field \"{name}\" where \"{want}\" belongs")));
+        let line = std::str::from_utf8(line).map_err(|e| malformed(format!("not UTF-8 ({e})")))?;
+        let mut fields = LineFields::new(line)?;
+        let mut fixed = [""; 8];
+        for (slot, want) in fixed.iter_mut().zip(TRANSPORT_COLUMNS.iter().chain(METADATA_COLUMNS.iter())) {
+            let (name, raw) = fields.next()?.ok_or_else(|| malformed("fewer than 8 fields"))?;
+            if !key_is(name, want) {
+                return Err(malformed(format!("field {name} where \"{want}\" belongs")));
             }
+            *slot = raw;
         }
-        let [topic, partition, offset, tombstone, event_id, event_ts, headers, key] =
-            fixed.each_ref().map(|(_, raw)| raw.get());
+        let [topic, partition, offset, tombstone, event_id, event_ts, headers, key] = fixed;
         let partition: i32 = parse_number(partition, "partition")?;
         let offset: i64 = parse_number(offset, "offset")?;
         let unrepresentable = |column: &str, detail: String| CopyError::Unrepresentable {
@@ -207,7 +200,8 @@ impl RowEncoder {
             detail,
         };
 
-        let field_count = expected + 1; // `_sluice_event_ts` is two columns
+        let columns = TRANSPORT_COLUMNS.len() + METADATA_COLUMNS.len() + if self.raw { 1 } else { self.payload.len() };
+        let field_count = columns + 1; // `_sluice_event_ts` is two columns
         out.extend_from_slice(&(field_count as i16).to_be_bytes());
         put_text(out, topic, "topic").map_err(|d| unrepresentable("topic", d))?;
         put(out, &partition.to_be_bytes());
@@ -229,19 +223,17 @@ impl RowEncoder {
         put_jsonb(out, headers);
         put_bytes_form(out, key, "_sluice_key")?;
         if self.raw {
-            let Some((name, raw)) = payload.first() else {
-                return Err(malformed("no payload field"));
-            };
-            if name != RAW_PAYLOAD_COLUMN {
-                return Err(malformed(format!("field \"{name}\" where \"payload\" belongs")));
+            let (name, raw) = fields.next()?.ok_or_else(|| malformed("no payload field"))?;
+            if !key_is(name, RAW_PAYLOAD_COLUMN) {
+                return Err(malformed(format!("field {name} where \"payload\" belongs")));
             }
-            return put_bytes_form(out, raw.get(), RAW_PAYLOAD_COLUMN);
+            put_bytes_form(out, raw, RAW_PAYLOAD_COLUMN)?;
         }
-        for ((name, raw), (column, sql_type)) in payload.iter().zip(&self.payload) {
-            if name != column {
-                return Err(malformed(format!("field \"{name}\" where column \"{column}\" belongs")));
+        for (column, sql_type) in self.payload.iter() {
+            let (name, raw) = fields.next()?.ok_or_else(|| malformed(format!("no field for column \"{column}\"")))?;
+            if !key_is(name, column) {
+                return Err(malformed(format!("field {name} where column \"{column}\" belongs")));
             }
-            let raw = raw.get();
             if raw == "null" {
                 put_null(out);
                 continue;
@@ -262,6 +254,9 @@ impl RowEncoder {
                 }
                 other => return Err(malformed(format!("payload column \"{column}\" of type {}", other.sql_name()))),
             }
+        }
+        if let Some((name, _)) = fields.next()? {
+            return Err(malformed(format!("field {name} past the schema's {columns} columns")));
         }
         Ok(())
     }
@@ -334,28 +329,132 @@ struct BytesJson<'a> {
     base64: Option<Cow<'a, str>>,
 }
 
-/// The fields of one line, in order, each value as its JSON text.
-type LineFields<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
+/// The fields of one line in order, each key and value as its JSON text, found without
+/// building anything: the line is Sluice's own rendering (serde_json's compact output), so a
+/// scan for where each value ends is enough to split it. What the values hold is checked where
+/// they are used (numbers by [`numeric_binary`], strings by [`put_text`], forms by serde), and
+/// jsonb by the server. Anything unexpected is an error, never a panic (`json_rows` fuzzes it).
+struct LineFields<'a> {
+    line: &'a str,
+    at: usize,
+    first: bool,
+}
 
-fn parse_line(line: &[u8]) -> Result<LineFields<'_>, CopyError> {
-    struct FieldsVisitor;
-    impl<'de> Visitor<'de> for FieldsVisitor {
-        type Value = LineFields<'de>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
+impl<'a> LineFields<'a> {
+    fn new(line: &'a str) -> Result<Self, CopyError> {
+        let at = skip_whitespace(line.as_bytes(), 0);
+        if line.as_bytes().get(at) != Some(&b'{') {
+            return Err(malformed("not a JSON object"));
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut fields = Vec::with_capacity(16);
-            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                fields.push((key, map.next_value::<&'de RawValue>()?));
+        Ok(LineFields { line, at: at + 1, first: true })
+    }
+
+    /// The next `(key, value)`, or `None` after the object's closing brace (which must end the
+    /// line).
+    fn next(&mut self) -> Result<Option<(&'a str, &'a str)>, CopyError> {
+        let bytes = self.line.as_bytes();
+        let mut at = skip_whitespace(bytes, self.at);
+        match bytes.get(at) {
+            Some(b'}') => {
+                if skip_whitespace(bytes, at + 1) != bytes.len() {
+                    return Err(malformed("bytes after the object"));
+                }
+                self.at = bytes.len();
+                return Ok(None);
             }
-            Ok(fields)
+            Some(b',') if !self.first => at = skip_whitespace(bytes, at + 1),
+            _ if self.first => {}
+            _ => return Err(malformed("fields not separated by commas")),
+        }
+        self.first = false;
+        if bytes.get(at) != Some(&b'"') {
+            return Err(malformed("a key that is not a string"));
+        }
+        let key_end = string_end(bytes, at)?;
+        let colon = skip_whitespace(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return Err(malformed("a key without a value"));
+        }
+        let value_start = skip_whitespace(bytes, colon + 1);
+        let value_end = value_end(bytes, value_start)?;
+        self.at = value_end;
+        // Both ends are at ASCII bytes (quotes, brackets, separators), so on char boundaries.
+        match (self.line.get(at..key_end), self.line.get(value_start..value_end)) {
+            (Some(key), Some(value)) => Ok(Some((key, value))),
+            _ => Err(malformed("a field that splits a character")),
         }
     }
-    let mut deserializer = serde_json::Deserializer::from_slice(line);
-    let fields = (&mut deserializer).deserialize_map(FieldsVisitor).map_err(|e| malformed(e.to_string()))?;
-    deserializer.end().map_err(|e| malformed(e.to_string()))?;
-    Ok(fields)
+}
+
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// Where the string starting with the quote at `start` ends (past its closing quote).
+fn string_end(bytes: &[u8], start: usize) -> Result<usize, CopyError> {
+    let mut at = start + 1;
+    loop {
+        let rest = bytes.get(at..).unwrap_or_default();
+        match rest.iter().position(|&byte| byte == b'"' || byte == b'\\') {
+            None => return Err(malformed("an unterminated string")),
+            Some(found) if rest.get(found) == Some(&b'"') => return Ok(at + found + 1),
+            // An escape: the next byte is escaped (`\uXXXX`'s hex digits hold no quote).
+            Some(found) => at += found + 2,
+        }
+    }
+}
+
+/// Where the JSON value starting at `start` ends.
+fn value_end(bytes: &[u8], start: usize) -> Result<usize, CopyError> {
+    match bytes.get(start) {
+        None => Err(malformed("a missing value")),
+        Some(b'"') => string_end(bytes, start),
+        Some(b'{' | b'[') => {
+            // Nesting is only counted: the depth is a number, not a stack, so any depth is fine.
+            let mut depth = 0usize;
+            let mut at = start;
+            loop {
+                match bytes.get(at) {
+                    None => return Err(malformed("an unterminated object or array")),
+                    Some(b'"') => at = string_end(bytes, at)?,
+                    Some(b'{' | b'[') => {
+                        depth += 1;
+                        at += 1;
+                    }
+                    Some(b'}' | b']') => {
+                        depth -= 1;
+                        at += 1;
+                        if depth == 0 {
+                            return Ok(at);
+                        }
+                    }
+                    Some(_) => at += 1,
+                }
+            }
+        }
+        Some(_) => {
+            let rest = bytes.get(start..).unwrap_or_default();
+            let len = rest
+                .iter()
+                .position(|byte| matches!(byte, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(rest.len());
+            if len == 0 {
+                return Err(malformed("a missing value"));
+            }
+            Ok(start + len)
+        }
+    }
+}
+
+/// Whether the JSON string `raw` (with its quotes) is `want`.
+fn key_is(raw: &str, want: &str) -> bool {
+    match raw.get(1..raw.len().saturating_sub(1)) {
+        Some(inner) if !inner.contains('\\') => inner == want,
+        _ => serde_json::from_str::<Cow<'_, str>>(raw).is_ok_and(|key| key == want),
+    }
 }
 
 fn malformed(detail: impl Into<String>) -> CopyError {
@@ -732,6 +831,60 @@ mod tests {
             if let Some(frac) = &frac { text.push('.'); text.push_str(frac); }
             if let Some(exponent) = exponent { text.push_str(&format!("e{exponent}")); }
             prop_assert_eq!(encode(&text), Ok(reference(&text)), "{}", text);
+        }
+    }
+
+    /// Any JSON value, nested, with strings that need escapes.
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::Bool),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[\\PC\"\\\\{}\\[\\],: \\t\\n\\u{0}-\\u{1f}]{0,12}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                proptest::collection::btree_map("[a-z\"\\\\]{0,4}", inner, 0..4)
+                    .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The scanner splits every line serde_json writes as serde_json reads it back.
+        #[test]
+        fn line_fields_split_like_serde(
+            fields in proptest::collection::vec(("[a-z_\"\\\\\\u{e9}]{0,6}", json_value()), 0..8),
+        ) {
+            let mut object = serde_json::Map::new();
+            for (key, value) in &fields {
+                object.insert(key.clone(), value.clone());
+            }
+            let line = serde_json::to_string(&object).unwrap();
+            let mut scanned = LineFields::new(&line).unwrap();
+            let mut seen = Vec::new();
+            while let Some((key, value)) = scanned.next().unwrap() {
+                let key: String = serde_json::from_str(key).unwrap();
+                prop_assert!(key_is(&serde_json::to_string(&key).unwrap(), &key));
+                seen.push((key, serde_json::from_str::<serde_json::Value>(value).unwrap()));
+            }
+            let expected: Vec<_> = object.into_iter().collect();
+            prop_assert_eq!(seen, expected);
+        }
+
+        /// Arbitrary bytes as a line: an error or a tuple, never a panic.
+        #[test]
+        fn any_line_is_an_error_or_a_tuple(line in proptest::collection::vec(
+            prop_oneof![Just(b'"'), Just(b'\\'), Just(b'{'), Just(b'}'), Just(b'['), Just(b']'), Just(b','),
+                Just(b':'), any::<u8>()], 0..64)) {
+            let schema = Schema::Object(vec![crate::rows::Column { name: "a".into(), column_type: ColumnType::Json }]);
+            let _ = RowEncoder::new(&schema).encode_line(&line, &mut Vec::new());
+            if let Ok(text) = std::str::from_utf8(&line) {
+                if let Ok(mut fields) = LineFields::new(text) {
+                    while let Ok(Some(_)) = fields.next() {}
+                }
+            }
         }
     }
 
