@@ -511,6 +511,10 @@ struct PartitionRun {
     started: Instant,
     /// A group read's hold on the partition in the destination (`None` without a group).
     claim: Option<Claim>,
+    /// Cut the epoch being collected as soon as it holds anything, without waiting for
+    /// `epoch_max_ms`: set for the first epoch of a partition a group just handed over, so that
+    /// its rows reach the destination as soon as they are read (the rebalance pause).
+    prompt: bool,
 }
 
 impl PartitionRun {
@@ -526,6 +530,7 @@ impl PartitionRun {
             bytes: 0,
             started: Instant::now(),
             claim: None,
+            prompt: false,
         }
     }
 
@@ -845,7 +850,7 @@ impl Session {
                     }
                     let at_end = run.end.is_some_and(|end| run.fetched >= end);
                     let old = self.mode == ReadMode::Continuous
-                        && run.started.elapsed() >= Duration::from_millis(limits.max_ms);
+                        && (run.prompt || run.started.elapsed() >= Duration::from_millis(limits.max_ms));
                     if at_end || old {
                         cut.push((t, *p));
                     }
@@ -999,6 +1004,7 @@ impl Session {
         run.cut = run.fetched;
         run.bytes = 0;
         run.started = Instant::now();
+        run.prompt = false;
         self.open = self.open.saturating_sub(rendered);
         self.queued += rendered;
         writer.send(WriteCommand::Epoch(Box::new(epoch)))

@@ -212,9 +212,13 @@ impl Session {
             let Some(t) = self.topics.iter().position(|topic| topic.name == name) else { continue };
             let claims = source.claimer.claim(&name, &partitions, &source.worker)?;
             let tps: Vec<TopicPartition> = partitions.iter().map(|p| TopicPartition::new(&name, *p)).collect();
-            let earliest = client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadCommitted).await?;
-            let latest = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadCommitted).await?;
-            let high = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await?;
+            // Concurrent: the partitions wait for all three before they are read.
+            let (earliest, latest, high) = tokio::join!(
+                client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadCommitted),
+                client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadCommitted),
+                client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadUncommitted),
+            );
+            let (earliest, latest, high) = (earliest?, latest?, high?);
             let unclaimed: Vec<TopicPartition> = tps
                 .iter()
                 .filter(|tp| claims.get(&tp.partition).is_some_and(|claim| claim.certified.is_none()))
@@ -260,6 +264,7 @@ impl Session {
                 }
                 let mut run = PartitionRun::new(position, epoch, None);
                 run.claim = Some(claim);
+                run.prompt = true;
                 source.consumer.seek_at_epoch(&tp, position, epoch);
                 if let Some(topic) = self.topics.get(t) {
                     source.consumer.pin_topic_id(&tp, topic.info.topic_id);
