@@ -7,7 +7,9 @@
 //! inline function. `scripts/check-deps.sh` checks that the shipped static binary has none.
 //!
 //! A test sets `SLUICE_FAULT_POINT=<name>:<n>`: the `n`-th time (counting from 1) the process
-//! reaches the point `name`, it aborts. The points:
+//! reaches the point `name`, it aborts. With `<name>:<n>:stop` it stops itself instead
+//! (`SIGSTOP`, as a frozen VM or a debugger would), and goes on where it was when it gets
+//! `SIGCONT`: the zombie tests use it to freeze a worker at an exact step. The points:
 //!
 //! | name | where |
 //! | - | - |
@@ -19,6 +21,7 @@
 //! | `run.begun` | a topic's run is recorded (bounded: earlier output cleared), nothing read yet |
 //! | `run.finishing` | a bounded run read everything, `finish_run` not yet called |
 //! | `pg.checkpoint.moved` | Postgres: the epoch's transaction moved the checkpoint, rows not yet copied |
+//! | `pg.copy.started` | Postgres: a `COPY ... FROM STDIN` was accepted by the server, no data sent yet |
 //! | `pg.rows.copied` | Postgres: ... rows and dead letters copied, not yet committed |
 //! | `pg.committed` | Postgres: ... committed, not yet reported to the writer |
 //! | `pg.run.moved` | Postgres: a bounded run's staged tables moved into place, not yet committed |
@@ -31,21 +34,35 @@ mod armed {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::OnceLock;
 
-    static ARMED: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    /// The armed point: its name, the count at which it fires, and whether it stops the
+    /// process instead of aborting it.
+    static ARMED: OnceLock<Option<(String, u64, bool)>> = OnceLock::new();
     static REACHED: AtomicU64 = AtomicU64::new(0);
 
-    fn armed() -> &'static Option<(String, u64)> {
+    fn armed() -> &'static Option<(String, u64, bool)> {
         ARMED.get_or_init(|| {
             let value = std::env::var(super::ENV).ok()?;
+            let (value, stop) = match value.strip_suffix(":stop") {
+                Some(rest) => (rest.to_string(), true),
+                None => (value, false),
+            };
             let (name, count) = value.rsplit_once(':').unwrap_or((value.as_str(), "1"));
             let count = count.parse().ok().filter(|n| *n >= 1)?;
-            Some((name.to_string(), count))
+            Some((name.to_string(), count, stop))
         })
     }
 
     pub fn point(name: &'static str) {
-        if let Some((armed, count)) = armed() {
+        if let Some((armed, count, stop)) = armed() {
             if armed == name && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *count {
+                if *stop {
+                    eprintln!("sluice: fault point {name} reached ({count}); stopping (SIGSTOP)");
+                    // Every thread stops until SIGCONT; `kill` exits at once, and is reaped then.
+                    let stopped =
+                        std::process::Command::new("kill").args(["-STOP", &std::process::id().to_string()]).status();
+                    eprintln!("sluice: fault point {name}: continued ({stopped:?})");
+                    return;
+                }
                 eprintln!("sluice: fault point {name} reached ({count}); aborting");
                 std::process::abort();
             }

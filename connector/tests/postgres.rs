@@ -767,6 +767,123 @@ async fn group_workers_on_several_hosts_share_one_database_and_a_zombie_commits_
     );
 }
 
+/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`).
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
+        .unwrap_or(false)
+}
+
+/// A worker frozen (it stops itself at the fault point `pg.copy.started`) after the server
+/// accepted an epoch's `COPY` and before it sent the data: the server waits for the client with
+/// the partition's checkpoint row locked, which neither `idle_in_transaction_session_timeout`
+/// nor `statement_timeout` ends. The group gives its partitions to the other worker, whose claim
+/// would wait on that row for as long as the freeze lasts; instead it ends the frozen worker's
+/// session after 5 s and reads on. Resumed, the frozen worker finds its connection gone, and its
+/// retried epoch is refused by the fence. The table equals the Java read_committed view.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_frozen_in_the_middle_of_a_copy_does_not_stall_the_next_owner() {
+    const SESSION_MS: u64 = 6000;
+    let _shared = SERVER.read().await;
+    let Some(client) = sluice_tests::client().await else { return };
+    let Some(db) = postgres::database().await else { return };
+    let partitions = 4;
+    let topic = common::create_topic(&client, "pg-frozen", partitions, &[]).await;
+    let group = sluice_tests::unique_topic("pg-frozen");
+    let producer = sluice_tests::JavaProcess::start_until_ready(
+        "ChaosProducer",
+        &[&broker_address(), &topic, &partitions.to_string()],
+        Duration::from_secs(60),
+    );
+    let password = db.password().unwrap();
+    let host = |index: usize, env: &[(&str, &str)]| {
+        let dir = common::temp_dir(&format!("pg-frozen-{index}"));
+        let config = common::write_config(
+            &dir,
+            json!({"topics": [topic], "group_id": group, "group_protocol": "consumer",
+                   "group_session_timeout_ms": SESSION_MS, "epoch_max_records": 50, "epoch_max_ms": 200,
+                   "fetch_max_wait_ms": 100,
+                   "destination": {"type": "postgres", "url": db.url_without_password(), "password": password}}),
+        );
+        RunningSluice::start_with(&dir.join("logs"), &config, None, "continuous", env)
+    };
+    let mut survivor = host(0, &[]);
+    let frozen = host(1, &[("SLUICE_FAULT_POINT", "pg.copy.started:10:stop")]);
+    let pid = frozen.pid();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !is_stopped(pid) {
+        survivor.assert_running("waiting for the other worker to freeze");
+        assert!(Instant::now() < deadline, "the worker never froze in a COPY: {}", frozen.stderr_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let watcher = db.connect().await;
+    let in_copy: i64 = watcher
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' \
+             AND query LIKE 'COPY%' AND wait_event = 'ClientRead'",
+            &[&format!("sluice {pid}")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(in_copy, 1, "the frozen worker's session is not waiting in a COPY");
+    let mine = |owner: &str| owner.contains(&format!("-{pid}-"));
+    let held: Vec<i32> = partition_rows(&db, &topic)
+        .await
+        .into_iter()
+        .filter(|(_, (_, _, owner))| mine(owner))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(!held.is_empty(), "the frozen worker owned no partition");
+
+    // Past its session timeout the group hands its partitions over; the claim gets through.
+    let deadline = Instant::now() + Duration::from_millis(SESSION_MS * 3 + 30_000);
+    let taken = loop {
+        let rows = partition_rows(&db, &topic).await;
+        if held.iter().all(|p| rows.get(p).is_some_and(|(_, _, owner)| !mine(owner))) {
+            break rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the frozen worker's partitions {held:?} were not taken over: {rows:?}\n{}",
+            survivor.stderr_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ends = common::end_offsets(&client, &topic, partitions).await;
+    group_caught_up(std::slice::from_mut(&mut survivor), &db, &topic, &ends, "the other worker reads on").await;
+    let survivor_log = survivor.stderr_text();
+    assert!(
+        survivor_log.contains("held their checkpoint rows") && survivor_log.contains("ended its session"),
+        "the claim did not end the frozen worker's session: {survivor_log}"
+    );
+
+    frozen.signal("-CONT");
+    tokio::time::sleep(Duration::from_millis(SESSION_MS)).await;
+    for (partition, (_, fence, owner)) in partition_rows(&db, &topic).await {
+        if mine(&owner) {
+            assert!(fence > taken[&partition].1, "partition {partition}: the resumed worker holds an old claim");
+        }
+    }
+    let mut workers = vec![survivor, frozen];
+    producer.finish();
+    let ends = common::end_offsets(&client, &topic, partitions).await;
+    group_caught_up(&mut workers, &db, &topic, &ends, "final catch-up").await;
+    let frozen_log = workers[1].stderr_text();
+    for worker in workers {
+        worker.terminate(Duration::from_secs(60));
+    }
+    let broker = BrokerView::read(&broker_address(), &topic);
+    let report = check(&broker, &output_view(&db, &topic, "continuous").await);
+    report.assert_clean("a worker frozen in the middle of a COPY");
+    assert!(report.total().checked > 0);
+    assert!(
+        frozen_log.contains("was refused and rolled back"),
+        "the frozen worker's epoch was not fenced: {frozen_log}"
+    );
+}
+
 /// A continuous read over records a bounded run already wrote (same event ids), dead letters
 /// included: the epochs go through the temporary-table path and the table keeps each record
 /// once.

@@ -53,7 +53,9 @@
 //! is rolled back. Workers on several hosts share one database this way. A worker paused inside
 //! its transaction holds the partition's row lock, so a claim waits for it; the session setting
 //! `idle_in_transaction_session_timeout` (10 s) makes the server end such a session and roll the
-//! epoch back.
+//! epoch back. A worker paused while the server waits for its `COPY` data is not idle, and no
+//! server timeout covers it: a claim that has waited 5 s ends the blocking sessions of Sluice
+//! workers itself (`pg_blocking_pids`, `pg_terminate_backend`; see `end_stalled_holders`).
 //!
 //! # The connection
 //!
@@ -976,6 +978,116 @@ async fn epoch_transaction(
     Ok(Attempt::Done)
 }
 
+/// How long a claim waits for the checkpoint rows it raises before it looks at what holds them
+/// (see [`end_stalled_holders`]); an epoch's transaction holds them for milliseconds.
+const CLAIM_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Raises the fence of each partition's checkpoint row (created if new), in one transaction.
+async fn claim_rows(
+    client: &Client,
+    topic: &str,
+    owner: &str,
+    partitions: &[i32],
+) -> Result<BTreeMap<i32, Claim>, Failure> {
+    client.batch_execute("BEGIN").await?;
+    let mut claims = BTreeMap::new();
+    for &partition in partitions {
+        client
+            .execute(
+                "INSERT INTO _sluice.checkpoints (topic, mode, partition) VALUES ($1, 'continuous', $2) \
+                 ON CONFLICT DO NOTHING",
+                &[&topic, &partition],
+            )
+            .await?;
+        let row = client
+            .query_one(
+                "UPDATE _sluice.checkpoints SET fence = fence + 1, owner = $3 \
+                 WHERE topic = $1 AND mode = 'continuous' AND partition = $2 \
+                 RETURNING next_offset, leader_epoch, fence",
+                &[&topic, &partition, &owner],
+            )
+            .await?;
+        let certified = row.get::<_, Option<i64>>(0).map(|offset| NextOffset { offset, leader_epoch: row.get(1) });
+        let fence = row.get::<_, i64>(2) as u64;
+        claims.insert(partition, Claim { partition, fence, certified, owner: owner.to_string() });
+    }
+    client.batch_execute("COMMIT").await?;
+    Ok(claims)
+}
+
+/// A claim has waited [`CLAIM_PATIENCE`] for its rows: ends the sessions of other Sluice workers
+/// that block it, and names any other holder.
+///
+/// What holds a partition's checkpoint row for that long is an epoch's transaction of the
+/// partition's previous owner that stopped in the middle (its process frozen by SIGSTOP, a VM
+/// pause, a network partition) while sending its COPY data: the server is waiting for the
+/// client, which `idle_in_transaction_session_timeout` does not cover (nor does
+/// `statement_timeout`, which the server checks only when data comes). The group has given the
+/// partition to this worker, so that transaction can only be refused by the fence once it goes
+/// on; ending its session rolls it back now, and the stalled worker, if it ever resumes, finds
+/// its connection gone, retries, and is refused. Sessions of other programs are never touched:
+/// they are logged, and the claim goes on waiting for them.
+async fn end_stalled_holders(
+    settings: &PostgresSettings,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    session: i32,
+    topic: &str,
+    partitions: &[i32],
+) {
+    let checked = async {
+        let side = connect(settings, tls).await?;
+        let holders = side
+            .query(
+                "SELECT pid, coalesce(application_name, ''), coalesce(state, ''), coalesce(wait_event, '') \
+                 FROM pg_stat_activity WHERE pid = ANY(pg_blocking_pids($1))",
+                &[&session],
+            )
+            .await?;
+        for holder in holders {
+            let (pid, name, state, waiting) = (
+                holder.get::<_, i32>(0),
+                holder.get::<_, String>(1),
+                holder.get::<_, String>(2),
+                holder.get::<_, String>(3),
+            );
+            if !name.starts_with("sluice ") {
+                tracing::warn!(
+                    topic,
+                    pid,
+                    application_name = %name,
+                    "claiming {topic} partitions {partitions:?}: waiting for server process {pid} ({name:?}, {state}), \
+                     which is not a Sluice worker and holds their checkpoint rows; end its transaction to let the \
+                     claim through"
+                );
+                continue;
+            }
+            let ended: bool = side.query_one("SELECT pg_terminate_backend($1)", &[&pid]).await?.get(0);
+            tracing::warn!(
+                topic,
+                pid,
+                application_name = %name,
+                ended,
+                "claiming {topic} partitions {partitions:?}: the previous owner's transaction (server process {pid}, \
+                 {name:?}, {state}, waiting for {waiting:?}) held their checkpoint rows for {} s; {}",
+                CLAIM_PATIENCE.as_secs(),
+                if ended {
+                    "ended its session, which rolls its epoch back (the fence refuses it if that worker resumes)"
+                } else {
+                    "could not end its session (pg_terminate_backend refused: grant this user pg_signal_backend, or \
+                     end it by hand)"
+                }
+            );
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    };
+    if let Err(error) = checked.await {
+        tracing::warn!(
+            topic,
+            "claiming {topic} partitions {partitions:?}: could not look up what holds their checkpoint rows: {error}"
+        );
+    }
+}
+
 /// The staging table of bounded run `run` of `topic`.
 fn staging_table(topic: &str, run: i64) -> TableName {
     TableName { schema: "_sluice".to_string(), name: format!("run_{:016x}_{run}", fnv64(topic)) }
@@ -1009,6 +1121,7 @@ async fn copy_rows(
 
 async fn copy_in(client: &Client, statement: &str, data: RowSource) -> Result<(), Failure> {
     let sink = client.copy_in::<str, Bytes>(statement).await?;
+    crate::fault::point("pg.copy.started");
     let mut sink = pin!(sink);
     match data {
         RowSource::Encoded(chunks) => {
@@ -1545,34 +1658,21 @@ impl SharedDestination for PostgresDestination {
         sorted.sort_unstable();
         sorted.dedup();
         let (topic_owned, owner_owned) = (topic.to_string(), owner.to_string());
+        let (settings, tls) = (self.settings.clone(), self.tls.clone());
         let claims = self.operate("claim partitions", move |client| {
             let (topic, owner, partitions) = (topic_owned.clone(), owner_owned.clone(), sorted.clone());
+            let (settings, tls) = (settings.clone(), tls.clone());
             async move {
-                client.batch_execute("BEGIN").await?;
-                let mut claims = BTreeMap::new();
-                for partition in partitions {
-                    client
-                        .execute(
-                            "INSERT INTO _sluice.checkpoints (topic, mode, partition) VALUES ($1, 'continuous', $2) \
-                             ON CONFLICT DO NOTHING",
-                            &[&topic, &partition],
-                        )
-                        .await?;
-                    let row = client
-                        .query_one(
-                            "UPDATE _sluice.checkpoints SET fence = fence + 1, owner = $3 \
-                             WHERE topic = $1 AND mode = 'continuous' AND partition = $2 \
-                             RETURNING next_offset, leader_epoch, fence",
-                            &[&topic, &partition, &owner],
-                        )
-                        .await?;
-                    let certified =
-                        row.get::<_, Option<i64>>(0).map(|offset| NextOffset { offset, leader_epoch: row.get(1) });
-                    let fence = row.get::<_, i64>(2) as u64;
-                    claims.insert(partition, Claim { partition, fence, certified, owner: owner.clone() });
+                let session: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
+                let mut claimed = pin!(claim_rows(&client, &topic, &owner, &partitions));
+                loop {
+                    tokio::select! {
+                        claims = &mut claimed => return claims,
+                        () = tokio::time::sleep(CLAIM_PATIENCE) => {
+                            end_stalled_holders(&settings, tls.clone(), session, &topic, &partitions).await;
+                        }
+                    }
                 }
-                client.batch_execute("COMMIT").await?;
-                Ok(claims)
             }
         })?;
         for claim in claims.values() {
