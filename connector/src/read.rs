@@ -550,7 +550,17 @@ struct Session {
     open: usize,
     /// Bytes of rendered rows in epochs handed to the writer and not yet certified.
     queued: usize,
+    /// Row buffers of certified epochs, emptied, for the next epochs to fill (at most
+    /// [`SPARE_ROW_BYTES`] of them).
+    spare_rows: Vec<RowLines>,
 }
+
+/// How much memory the emptied row buffers that the read loop keeps for reuse may hold. A
+/// buffer holds up to an epoch's rendered rows; reusing it instead of growing a new one saves
+/// the page faults of fresh memory, which with musl's allocator (it gives large blocks back to
+/// the system) were most of a bounded read's kernel time (BENCHMARKS.md). Half the buffering
+/// budget: epochs are cut and certified at about the same pace, so a few spares suffice.
+const SPARE_ROW_BYTES: usize = MAX_BUFFERED_BYTES / 2;
 
 /// Where records come from: partitions the session assigned itself, or a consumer group's.
 /// One per session: the size difference does not matter.
@@ -691,7 +701,15 @@ impl Session {
                 index: progress.topics.len() - 1,
             });
         }
-        Ok(Session { mode: options.mode, topics, source: Source::Direct(consumer), progress, open: 0, queued: 0 })
+        Ok(Session {
+            mode: options.mode,
+            topics,
+            source: Source::Direct(consumer),
+            progress,
+            open: 0,
+            queued: 0,
+            spare_rows: Vec::new(),
+        })
     }
 
     /// Steps 4 and 5: the read loop with its writer thread, then the end of the run.
@@ -996,7 +1014,7 @@ impl Session {
             partition: p,
             first_offset: run.cut,
             next: NextOffset::at_epoch(run.fetched, run.fetched_epoch),
-            rows: std::mem::take(&mut run.rows),
+            rows: std::mem::replace(&mut run.rows, self.spare_rows.pop().unwrap_or_default()),
             dead_letters: std::mem::take(&mut run.dead_letters),
             bytes: run.bytes,
             claim: run.claim.clone(),
@@ -1012,8 +1030,12 @@ impl Session {
 
     /// What the writer reported certified: the position moves, the progress figures count the
     /// epoch, and its rows no longer count against the budget.
-    fn certified(&mut self, epoch: CertifiedEpoch) {
+    fn certified(&mut self, mut epoch: CertifiedEpoch) {
         self.queued = self.queued.saturating_sub(epoch.rendered);
+        let kept: usize = self.spare_rows.iter().map(RowLines::capacity).sum();
+        if kept + epoch.spare.capacity() <= SPARE_ROW_BYTES {
+            self.spare_rows.push(std::mem::take(&mut epoch.spare));
+        }
         let Some(topic) = self.topics.get_mut(epoch.topic_index) else { return };
         // A group read's report about an earlier claim of the partition (it was lost, and
         // claimed again since) says nothing about the current run of it.
@@ -1156,6 +1178,8 @@ struct CertifiedEpoch {
     /// Refused because another worker of the group owns the partition now (nothing written or
     /// certified); the writer goes on with the other partitions.
     fenced: Option<DestinationError>,
+    /// The epoch's row buffer, emptied, for the read loop to fill again.
+    spare: RowLines,
     /// The fence of the claim the epoch was written under (group reads).
     fence: Option<u64>,
 }
@@ -1256,6 +1280,7 @@ fn write_epochs<D: Destination + SharedDestination>(
                         rendered,
                         fenced: Some(error),
                         fence,
+                        spare: RowLines::new(),
                     })),
                     other => other.map(Some),
                 }
@@ -1283,7 +1308,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
     destination: &mut D,
     epoch: QueuedEpoch,
 ) -> Result<CertifiedEpoch, DestinationError> {
-    let QueuedEpoch { topic_index, topic, partition, first_offset, next, rows, dead_letters, bytes, claim } = epoch;
+    let QueuedEpoch { topic_index, topic, partition, first_offset, next, mut rows, dead_letters, bytes, claim } = epoch;
     let written =
         Epoch { partition, first_offset, last_offset: next.offset - 1, rows: &rows, dead_letters: &dead_letters };
     match &claim {
@@ -1308,16 +1333,19 @@ fn write_and_certify<D: Destination + SharedDestination>(
         "epoch certified: {topic}-{partition} [{first_offset}, {})",
         next.offset
     );
+    let (row_count, rendered) = (rows.len() as u64, rows.bytes().len());
+    rows.reset();
     Ok(CertifiedEpoch {
         topic_index,
         partition,
         next_offset: next.offset,
-        rows: rows.len() as u64,
+        rows: row_count,
         dead_letters: dead_letters.len() as u64,
         bytes,
-        rendered: rows.bytes().len(),
+        rendered,
         fenced: None,
         fence: claim.as_ref().map(|claim| claim.fence),
+        spare: rows,
     })
 }
 

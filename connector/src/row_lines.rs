@@ -76,6 +76,19 @@ impl RowLines {
 
     /// See [`RowLines::clear`].
     pub const KEPT_CAPACITY: usize = 256 * 1024;
+
+    /// Empties the lines and keeps the whole allocation, for a buffer that goes back to a pool
+    /// of spares (see `read.rs`): a fresh buffer grown to an epoch's size costs a page fault per
+    /// 4 KiB where the allocator gives large blocks back to the system (musl's does).
+    pub fn reset(&mut self) {
+        self.bytes.clear();
+        self.coordinates.clear();
+    }
+
+    /// Bytes the buffer holds allocated.
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity() + self.coordinates.capacity() * std::mem::size_of::<(i32, i64)>()
+    }
 }
 
 impl<'a> FromIterator<&'a Row> for RowLines {

@@ -335,6 +335,22 @@ pub struct PostgresDestination {
     runtime: Option<tokio::runtime::Runtime>,
     client: Mutex<Option<Arc<Client>>>,
     active: HashMap<String, PgRun>,
+    /// Buffers kept across epochs (see [`EncodeBuffers`]).
+    buffers: EncodeBuffers,
+}
+
+/// Memory an epoch's encoding reuses from the epoch before, instead of fresh allocations of
+/// several MiB per epoch, whose page faults (with musl's allocator, which gives large blocks
+/// back to the system) cost more kernel time than the encoding itself.
+#[derive(Default)]
+struct EncodeBuffers {
+    /// The rendered rows of the epoch staged for its certificate.
+    lines: Vec<u8>,
+    /// One tuple batch being encoded, copied into `arena` as a chunk once full.
+    scratch: Vec<u8>,
+    /// Every chunk of an epoch is a slice of this one allocation, which the next epoch reclaims
+    /// once the chunks are dropped (the transaction has finished with them).
+    arena: bytes::BytesMut,
 }
 
 impl fmt::Debug for PostgresDestination {
@@ -447,6 +463,7 @@ impl PostgresDestination {
             runtime: Some(runtime),
             client: Mutex::new(None),
             active: HashMap::new(),
+            buffers: EncodeBuffers::default(),
         };
         destination.operate("create the _sluice schema", |client| async move {
             client.batch_execute(BOOTSTRAP_SQL).await?;
@@ -731,6 +748,20 @@ impl PostgresDestination {
         certificate: Certificate,
         pending: Option<PendingEpoch>,
     ) -> Result<(), DestinationError> {
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let outcome = self.commit_position_with(topic, certificate, pending, &mut buffers);
+        self.buffers = buffers;
+        outcome
+    }
+
+    /// [`Self::commit_position`], with the encoding buffers taken out of `self`.
+    fn commit_position_with(
+        &mut self,
+        topic: &str,
+        certificate: Certificate,
+        pending: Option<PendingEpoch>,
+        buffers: &mut EncodeBuffers,
+    ) -> Result<(), DestinationError> {
         const ACTION: &str = "write and certify an epoch";
         let Certificate { partition, expected, next, fence, owner } = certificate;
         let active = self.active(topic)?;
@@ -784,7 +815,7 @@ impl PostgresDestination {
                         epoch_transaction(&client, &statements, rows, dead, false).await
                     }
                 });
-                let encoded = encode_chunks(encoder, &lines, |chunk| {
+                let encoded = encode_chunks(encoder, &lines, buffers, |chunk| {
                     // A send fails once the attempt has ended early; the chunks are kept for
                     // the retry all the same.
                     let _ = sender.send(Chunk::Data(chunk.clone()));
@@ -805,12 +836,14 @@ impl PostgresDestination {
             }
             (Some(encoder), Err(_)) => {
                 // `operate_after` connects again and reports what fails.
-                encode_chunks(encoder, &lines, |chunk| chunks.push(chunk)).map_err(copy_error)?;
+                encode_chunks(encoder, &lines, buffers, |chunk| chunks.push(chunk)).map_err(copy_error)?;
                 None
             }
             (None, _) => None,
         };
 
+        // Encoded: the lines' buffer serves the next epoch.
+        buffers.lines = lines;
         let chunks = Arc::new(chunks);
         let mut through_temporary = false;
         let mut first = first;
@@ -860,19 +893,34 @@ impl PostgresDestination {
 }
 
 /// Binary `COPY` rows in chunks of about [`COPY_CHUNK`] bytes, each handed to `emit` as soon as
-/// it is full; the header is in the first, the trailer in the last.
-fn encode_chunks(encoder: &RowEncoder, lines: &[u8], mut emit: impl FnMut(Bytes)) -> Result<(), CopyError> {
-    let fresh = || Vec::with_capacity(COPY_CHUNK + COPY_CHUNK / 4);
-    let mut out = fresh();
-    copy::write_header(&mut out);
+/// it is full; the header is in the first, the trailer in the last. The chunks are slices of
+/// `buffers.arena`, reserved for the whole epoch at once (which takes back the previous epoch's
+/// allocation when nothing holds its chunks any more).
+fn encode_chunks(
+    encoder: &RowEncoder,
+    lines: &[u8],
+    buffers: &mut EncodeBuffers,
+    mut emit: impl FnMut(Bytes),
+) -> Result<(), CopyError> {
+    let EncodeBuffers { scratch, arena, .. } = buffers;
+    // Binary tuples are about the size of the JSON lines they come from (numbers and escapes
+    // shrink, fixed-width fields grow): reserve more, a larger epoch only allocates again.
+    arena.reserve(lines.len() + lines.len() / 2 + COPY_CHUNK);
+    scratch.clear();
+    copy::write_header(scratch);
+    let mut flush = |scratch: &mut Vec<u8>| {
+        arena.extend_from_slice(scratch);
+        scratch.clear();
+        emit(arena.split().freeze());
+    };
     for line in lines.split(|&byte| byte == b'\n').filter(|line| !line.is_empty()) {
-        encoder.encode_line(line, &mut out)?;
-        if out.len() >= COPY_CHUNK {
-            emit(Bytes::from(std::mem::replace(&mut out, fresh())));
+        encoder.encode_line(line, scratch)?;
+        if scratch.len() >= COPY_CHUNK {
+            flush(scratch);
         }
     }
-    copy::write_trailer(&mut out);
-    emit(Bytes::from(out));
+    copy::write_trailer(scratch);
+    flush(scratch);
     Ok(())
 }
 
@@ -1363,6 +1411,7 @@ impl PostgresDestination {
     /// Keeps `epoch` (its rows as rendered, its dead letters encoded) for the certificate that
     /// follows.
     fn stage_epoch(&mut self, topic: &str, epoch: &Epoch<'_>) -> Result<(), DestinationError> {
+        let mut lines = std::mem::take(&mut self.buffers.lines);
         let active = self.active(topic)?;
         super::check_epoch(topic, epoch)?;
         if active.pending.is_some() {
@@ -1381,7 +1430,8 @@ impl PostgresDestination {
             });
         }
         // Encoded by the certificate, while its transaction sends them.
-        let lines = epoch.rows.bytes().to_vec();
+        lines.clear();
+        lines.extend_from_slice(epoch.rows.bytes());
         let dead_letters = if epoch.dead_letters.is_empty() {
             None
         } else {

@@ -194,7 +194,15 @@ impl Session {
             start_position: config.start_position,
             pending_commits: BTreeMap::new(),
         };
-        Ok(Session { mode: options.mode, topics, source: Source::Group(source), progress, open: 0, queued: 0 })
+        Ok(Session {
+            mode: options.mode,
+            topics,
+            source: Source::Group(source),
+            progress,
+            open: 0,
+            queued: 0,
+            spare_rows: Vec::new(),
+        })
     }
 
     /// Claims newly assigned partitions and starts reading them.
