@@ -455,6 +455,23 @@ pub fn fetch_state(data: &[u8]) {
                 let (plans, _missing) = state.plan(&metadata, &|leader| busy_leaders.contains(&leader));
                 for plan in plans {
                     assert!(!busy_leaders.contains(&plan.leader), "planned for a busy leader");
+                    // A fetch names (and forgets) only partitions of its own plan (or not).
+                    let named = plan.request.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t, p)));
+                    for (topic, partition) in named {
+                        let tp = TopicPartition::new(topic.name.clone(), partition.partition);
+                        assert_eq!(plan.offsets.get(&tp), Some(&partition.fetch_offset), "{tp} named off its plan");
+                    }
+                    for topic in &plan.request.forgotten {
+                        for partition in &topic.partitions {
+                            let tp = TopicPartition::new(topic.name.clone(), *partition);
+                            assert!(!plan.offsets.contains_key(&tp), "{tp} both fetched and forgotten");
+                        }
+                    }
+                    if plan.request.session_epoch <= 0 {
+                        assert!(plan.request.forgotten.is_empty(), "a full fetch forgets nothing");
+                        let named: usize = plan.request.topics.iter().map(|t| t.partitions.len()).sum();
+                        assert_eq!(named, plan.offsets.len(), "a full fetch names every partition");
+                    }
                     for (tp, offset) in &plan.offsets {
                         assert_eq!(state.position(tp), Some(*offset), "plans at the position");
                         assert_eq!(metadata.leader(tp), Some(plan.leader), "sent to the leader");
@@ -519,10 +536,18 @@ fn synthesized_response(plan: &PlannedFetch, input: &mut Input) -> FetchResponse
     let len = usize::from(input.byte()) * 2;
     let raw = input.slice(len);
     let records = if reseal { Bytes::from(with_valid_crcs(raw)) } else { Bytes::copy_from_slice(raw) };
+    // The session the broker answers in: none, the request's, another, or a session error.
+    let (top_error, session_id) = match input.byte() % 8 {
+        0 => (ErrorCode::NONE, 0),
+        1 => (ErrorCode::NONE, 9),
+        2 => (ErrorCode::NONE, i32::from(input.byte())),
+        3 => (ErrorCode(70 + i16::from(input.byte() % 2)), 0), // session not found / bad epoch
+        _ => (ErrorCode::NONE, plan.request.session_id.max(1)),
+    };
     FetchResponse {
         throttle_time_ms: 0,
-        error_code: ErrorCode::NONE,
-        session_id: 0,
+        error_code: top_error,
+        session_id,
         responses: vec![FetchableTopicResponse {
             name: if by_id { None } else { Some(tp.topic.clone()) },
             topic_id: if by_id { topic_id } else { TopicId::ZERO },

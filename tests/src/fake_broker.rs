@@ -476,10 +476,21 @@ fn read_fetch_request(r: &mut Reader, version: i16) -> Result<FetchRequest, Deco
         r.skip_tagged_fields()?;
         topics.push(FetchTopic { name, topic_id, partitions });
     }
+    // The fake grants no fetch session (it answers session id 0), so nothing can be forgotten.
     assert_eq!(r.array_len_or_empty(true, 1, "forgotten topics")?, 0, "no fetch session, nothing forgotten");
     let rack_id = r.string(true, "rack id")?;
     r.skip_tagged_fields()?;
-    Ok(FetchRequest { max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch, topics, rack_id })
+    Ok(FetchRequest {
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        topics,
+        forgotten: Vec::new(),
+        rack_id,
+    })
 }
 
 fn read_list_offsets_request(r: &mut Reader, version: i16) -> Result<ListOffsetsRequest, DecodeError> {
@@ -824,6 +835,7 @@ mod tests {
             isolation_level: 1,
             session_id: 0,
             session_epoch: -1,
+            forgotten: Vec::new(),
             topics: vec![FetchTopic {
                 name: "t".to_string(),
                 topic_id: TopicId([7; 16]),

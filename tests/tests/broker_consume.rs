@@ -296,3 +296,80 @@ async fn produce_with_acks_zero_and_one_arrives() {
     assert_same(&expected, &records, 0);
     client.delete_topics(&[&topic]).await.expect("delete topic");
 }
+
+/// Fetch sessions (KIP-227) against the real broker: a consumer of 100 partitions, three with
+/// records, reads everything with sessions on and off, and once caught up, an idle fetch with a
+/// session names no partition at all, while without one it lists all 100. The traffic goes
+/// through the fault proxy on 127.0.0.1:19088 (the broker's PROXIED listener advertises it, so
+/// the fetches to the leader pass it too), which counts the bytes sent to the broker; each poll
+/// returns after one fetch response. Not a timing: the request sizes are what the broker was
+/// sent.
+#[tokio::test]
+async fn fetch_sessions_send_only_what_changed_and_read_everything() {
+    use sluice_tests::fault_proxy::FaultProxy;
+    let Some(direct) = client().await else { return };
+    let topic = unique_topic("fetch-sessions");
+    direct.create_topic(&NewTopic::new(&topic, 100, 1)).await.expect("create topic");
+    let busy = [0, 50, 99];
+    let mut expected = BTreeMap::new();
+    for partition in busy {
+        let records = records_for(40, &format!("p{partition}"));
+        let tp = TopicPartition::new(&topic, partition);
+        direct.produce(&tp, &records, Compression::None, -1).await.expect("produce");
+        expected.insert(partition, records);
+    }
+    let mut bytes_per_idle_fetch = BTreeMap::new();
+    for sessions in [true, false] {
+        // One proxy on 19088 at a time (the connector's network-fault tests use it too).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let proxy = loop {
+            match FaultProxy::start("127.0.0.1:19088", "127.0.0.1:19089") {
+                Ok(proxy) => break proxy,
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "the fault proxy's port stays taken: {error}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
+        let config =
+            sluice_wire::ClientConfig::new(["127.0.0.1:19088".to_string()]).with_retry(sluice_tests::test_retry());
+        let proxied = Client::connect(config).await.expect("connect through the proxy");
+        let fetch = FetchConfig::default().with_max_wait_ms(20).with_sessions(sessions);
+        let mut consumer = Consumer::new(proxied, fetch);
+        for partition in 0..100 {
+            consumer.assign(TopicPartition::new(&topic, partition), 0);
+        }
+        let mut read: BTreeMap<i32, Vec<Record>> = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while busy.iter().any(|p| consumer.position(&TopicPartition::new(&topic, *p)) < Some(40)) {
+            assert!(Instant::now() < deadline, "sessions {sessions}: not caught up");
+            for batch in consumer.poll().await.expect("poll") {
+                read.entry(batch.topic_partition.partition).or_default().extend(batch.records);
+            }
+        }
+        for (partition, records) in &expected {
+            assert_same(records, read.get(partition).map_or(&[][..], Vec::as_slice), 0);
+        }
+        assert_eq!(read.keys().copied().collect::<Vec<_>>(), busy, "sessions {sessions}: records only where written");
+        // Caught up: every fetch now is an idle one (the one already out included).
+        consumer.poll().await.expect("poll");
+        let before = proxy.counters();
+        const IDLE_FETCHES: u64 = 30;
+        for _ in 0..IDLE_FETCHES {
+            let batches = consumer.poll().await.expect("poll");
+            assert!(batches.iter().all(|batch| batch.records.is_empty()), "no new records");
+        }
+        let sent = (proxy.counters() - before).bytes_to_broker;
+        bytes_per_idle_fetch.insert(sessions, sent / IDLE_FETCHES);
+        drop(consumer);
+    }
+    eprintln!("bytes per idle fetch of 100 partitions: {bytes_per_idle_fetch:?} (true: with a fetch session)");
+    let (with, without) = (bytes_per_idle_fetch[&true], bytes_per_idle_fetch[&false]);
+    // A full fetch names every partition (~30 bytes each); an idle incremental one, none.
+    assert!(without > 100 * 25, "a session-less fetch lists every partition: {without} bytes");
+    assert!(
+        with * 10 < without,
+        "the broker granted no session, or the fetches name idle partitions: {with} vs {without} bytes"
+    );
+    direct.delete_topics(&[&topic]).await.expect("delete topic");
+}

@@ -96,6 +96,7 @@ fn fetch_request(topic: &str, topic_id: TopicId, partitions: i32, isolation_leve
         isolation_level,
         session_id: 0,
         session_epoch: -1,
+        forgotten: Vec::new(),
         topics: vec![FetchTopic {
             name: topic.to_string(),
             topic_id,

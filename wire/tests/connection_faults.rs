@@ -283,6 +283,7 @@ async fn api_versions_without_fetch_tells_the_user_to_upgrade() {
         session_id: 0,
         session_epoch: -1,
         topics: vec![],
+        forgotten: Vec::new(),
         rack_id: String::new(),
     };
     let error = connection.send(&fetch).await.expect_err("unsupported");

@@ -219,7 +219,7 @@ fn plan_sends_one_request_per_leader_with_ids_and_epochs_from_metadata() {
 
     for planned in &plans {
         let request = &planned.request;
-        assert_eq!((request.session_id, request.session_epoch), (0, -1), "session-less full fetch");
+        assert_eq!((request.session_id, request.session_epoch), (0, 0), "a full fetch that asks for a session");
         assert_eq!(request.isolation_level, IsolationLevel::ReadCommitted.as_i8());
         for topic in &request.topics {
             let expected_id = if topic.name == ORDERS { ORDERS_ID } else { PAYMENTS_ID };
@@ -1058,4 +1058,193 @@ fn large_multi_partition_response_decodes_each_partition_into_its_own_records() 
         other => panic!("expected the payments batch error, got {other:?}"),
     }
     assert_eq!(state.position(&tp(PAYMENTS, 0)), Some(0), "a failed partition keeps its position");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fetch sessions (KIP-227)
+// ---------------------------------------------------------------------------------------------
+
+fn in_session(session_id: i32, responses: Vec<FetchableTopicResponse>) -> FetchResponse {
+    FetchResponse { session_id, ..response(responses) }
+}
+
+fn session_of(planned: &PlannedFetch) -> (i32, i32) {
+    (planned.request.session_id, planned.request.session_epoch)
+}
+
+/// (topic, partitions) of a request's forgotten list.
+fn forgotten(planned: &PlannedFetch) -> Vec<(String, Vec<i32>)> {
+    planned.request.forgotten.iter().map(|topic| (topic.name.clone(), topic.partitions.clone())).collect()
+}
+
+/// A state whose leader (broker 1) granted session 9 on the first, full fetch of the four
+/// partitions of `single_leader`, with records for orders-0 at 0..3.
+fn with_open_session() -> (FetchState, ClusterMetadata) {
+    let metadata = single_leader();
+    let mut state = state(IsolationLevel::ReadCommitted);
+    for (topic, partition) in [(ORDERS, 0), (ORDERS, 1), (ORDERS, 2), (PAYMENTS, 0)] {
+        state.assign(tp(topic, partition), 0);
+    }
+    let first = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&first), (0, 0), "the first fetch is full and asks for a session");
+    assert_eq!(requested(&first).len(), 4);
+    let outcome = state.handle_response(
+        &first,
+        in_session(9, vec![named(ORDERS, vec![partition(0, Some(concat(&[data_batch(0, 3, 5)])))])]),
+    );
+    assert_eq!(offsets(&outcome, &tp(ORDERS, 0)), [0, 1, 2]);
+    (state, metadata)
+}
+
+#[test]
+fn an_incremental_fetch_names_only_the_partitions_whose_position_moved() {
+    let (mut state, metadata) = with_open_session();
+    let second = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&second), (9, 1));
+    assert_eq!(requested(&second), [(ORDERS.to_string(), 0, 3, 5, 5)], "only orders-0 moved");
+    assert!(second.request.forgotten.is_empty());
+    // Every partition of the session is in flight: the broker may answer any of them.
+    assert_eq!(second.offsets.len(), 4);
+    assert!(plan_partitions_none(&mut state, &metadata), "nothing more to plan while the session fetch is out");
+    // The broker answers for a partition the request did not name: its records apply.
+    let outcome = state.handle_response(
+        &second,
+        in_session(9, vec![named(ORDERS, vec![partition(2, Some(concat(&[data_batch(0, 2, 5)])))])]),
+    );
+    assert_eq!(offsets(&outcome, &tp(ORDERS, 2)), [0, 1]);
+    let third = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&third), (9, 2));
+    assert_eq!(requested(&third), [(ORDERS.to_string(), 2, 2, 5, 5)]);
+    // An answer with nothing: the next fetch names nothing at all.
+    state.handle_response(&third, in_session(9, vec![]));
+    let idle = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&idle), (9, 3));
+    assert!(requested(&idle).is_empty(), "idle partitions cost nothing per fetch: {:?}", requested(&idle));
+}
+
+fn plan_partitions_none(state: &mut FetchState, metadata: &ClusterMetadata) -> bool {
+    let (plans, _) = state.plan(metadata, &never_busy);
+    plans.is_empty()
+}
+
+#[test]
+fn unassigned_held_and_moved_partitions_are_forgotten_and_come_back_whole() {
+    let (mut state, _) = with_open_session();
+    state.unassign(&tp(ORDERS, 1));
+    state.hold(&tp(PAYMENTS, 0), true);
+    // orders-2 moves to broker 2.
+    let moved =
+        metadata(&[(ORDERS, ORDERS_ID, &[(0, 1, 5), (1, 1, 5), (2, 2, 6)]), (PAYMENTS, PAYMENTS_ID, &[(0, 1, 5)])]);
+    let (plans, _) = state.plan(&moved, &never_busy);
+    let on_one = plans.iter().find(|plan| plan.leader == 1).expect("a fetch to broker 1");
+    let on_two = plans.iter().find(|plan| plan.leader == 2).expect("a fetch to broker 2");
+    assert_eq!(session_of(on_one), (9, 1));
+    assert_eq!(
+        forgotten(on_one),
+        [(ORDERS.to_string(), vec![1, 2]), (PAYMENTS.to_string(), vec![0])],
+        "unassigned, moved away and held back"
+    );
+    assert_eq!(session_of(on_two), (0, 0), "the new leader gets a full fetch and a session of its own");
+    assert_eq!(requested(on_two), [(ORDERS.to_string(), 2, 0, -1, 6)]);
+    let (one, two) = (on_one.clone(), on_two.clone());
+    state.handle_response(&one, in_session(9, vec![]));
+    state.handle_response(&two, in_session(4, vec![]));
+    // Released: payments-0 comes back into broker 1's session with its whole fetch data.
+    state.hold(&tp(PAYMENTS, 0), false);
+    let (plans, _) = state.plan(&moved, &never_busy);
+    let on_one = plans.iter().find(|plan| plan.leader == 1).expect("a fetch to broker 1");
+    assert_eq!(session_of(on_one), (9, 2));
+    assert_eq!(requested(on_one), [(PAYMENTS.to_string(), 0, 0, -1, 5)]);
+    assert!(on_one.request.forgotten.is_empty(), "forgotten once is enough");
+    let on_two = plans.iter().find(|plan| plan.leader == 2).expect("a fetch to broker 2");
+    assert_eq!(session_of(on_two), (4, 1));
+    assert!(requested(on_two).is_empty());
+}
+
+#[test]
+fn a_repositioned_partition_is_named_again_with_its_new_offset() {
+    let (mut state, metadata) = with_open_session();
+    let second = plan_one(&mut state, &metadata);
+    // Sought while the fetch is out: the answer for it is stale and dropped.
+    state.assign(tp(ORDERS, 1), 50);
+    let outcome = state.handle_response(
+        &second,
+        in_session(9, vec![named(ORDERS, vec![partition(1, Some(concat(&[data_batch(0, 2, 5)])))])]),
+    );
+    assert!(offsets(&outcome, &tp(ORDERS, 1)).is_empty(), "stale records dropped");
+    let third = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&third), (9, 2));
+    assert_eq!(requested(&third), [(ORDERS.to_string(), 1, 50, -1, 5)]);
+}
+
+#[test]
+fn session_errors_make_the_next_fetch_full_and_open_a_new_session() {
+    for code in [
+        ErrorCode::FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode::INVALID_FETCH_SESSION_EPOCH,
+        ErrorCode::FETCH_SESSION_TOPIC_ID_ERROR,
+    ] {
+        let (mut state, metadata) = with_open_session();
+        let second = plan_one(&mut state, &metadata);
+        let outcome = state.handle_response(&second, FetchResponse { error_code: code, ..in_session(0, vec![]) });
+        assert!(outcome.error.is_none(), "{code}: retried, not raised");
+        assert!(outcome.batches.is_empty());
+        let full = plan_one(&mut state, &metadata);
+        assert_eq!(session_of(&full), (0, 0), "{code}");
+        assert_eq!(requested(&full).len(), 4, "{code}: every partition again");
+        assert!(requested(&full).contains(&(ORDERS.to_string(), 0, 3, 5, 5)), "{code}: positions kept");
+    }
+}
+
+#[test]
+fn a_transport_failure_closes_the_session_before_a_new_one_opens() {
+    let (mut state, metadata) = with_open_session();
+    let second = plan_one(&mut state, &metadata);
+    state.handle_failure(&second);
+    let closing = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&closing), (9, -1), "closes session 9 with a full fetch");
+    assert_eq!(requested(&closing).len(), 4);
+    state.handle_response(&closing, in_session(0, vec![]));
+    let opening = plan_one(&mut state, &metadata);
+    assert_eq!(session_of(&opening), (0, 0));
+    assert_eq!(requested(&opening).len(), 4);
+}
+
+#[test]
+fn a_broker_without_room_for_sessions_gets_full_fetches() {
+    let metadata = single_leader();
+    let mut state = state(IsolationLevel::ReadCommitted);
+    state.assign(tp(ORDERS, 0), 0);
+    state.assign(tp(ORDERS, 1), 0);
+    for _ in 0..3 {
+        let planned = plan_one(&mut state, &metadata);
+        assert_eq!(session_of(&planned), (0, 0));
+        assert_eq!(requested(&planned).len(), 2);
+        // Session id 0: the broker's session cache is full (or sessions are off there).
+        state.handle_response(&planned, in_session(0, vec![]));
+    }
+}
+
+#[test]
+fn without_sessions_every_fetch_is_full_and_session_less() {
+    let metadata = single_leader();
+    let mut state = FetchState::new(FetchLimits::default().with_sessions(false));
+    state.assign(tp(ORDERS, 0), 0);
+    for _ in 0..2 {
+        let planned = plan_one(&mut state, &metadata);
+        assert_eq!(session_of(&planned), (0, -1));
+        assert_eq!(requested(&planned).len(), 1);
+        // Even if a broker answered with a session id, nothing is kept.
+        state.handle_response(&planned, in_session(9, vec![]));
+    }
+}
+
+#[test]
+fn a_changed_leader_epoch_is_named_again() {
+    let (mut state, _) = with_open_session();
+    let bumped =
+        metadata(&[(ORDERS, ORDERS_ID, &[(0, 1, 5), (1, 1, 7), (2, 1, 5)]), (PAYMENTS, PAYMENTS_ID, &[(0, 1, 5)])]);
+    let second = plan_one(&mut state, &bumped);
+    assert_eq!(session_of(&second), (9, 1));
+    assert_eq!(requested(&second), [(ORDERS.to_string(), 0, 3, 5, 5), (ORDERS.to_string(), 1, 0, -1, 7)]);
 }

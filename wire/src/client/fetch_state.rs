@@ -4,9 +4,14 @@
 //!
 //! The sequence for one broker:
 //! 1. [`FetchState::plan`] groups assigned partitions that are not already in flight by leader
-//!    and builds one session-less Fetch per leader (SessionId 0, epoch -1).
+//!    and builds one Fetch per leader. With fetch sessions (KIP-227, on by default) the broker
+//!    keeps the partition list: the first fetch to a leader is full and asks for a session, the
+//!    next ones are incremental and name only the partitions whose fetch data changed (a new
+//!    position, a new leader epoch) and those to forget (unassigned, held back, moved to another
+//!    leader); an idle partition costs neither side anything per fetch.
 //! 2. The driver sends it; while it is in flight those partitions are not planned again, so at
-//!    most one fetch per partition (and per broker) is outstanding.
+//!    most one fetch per partition (and per broker) is outstanding. Every partition of the
+//!    leader's session is in flight, named in the request or not: the broker may answer any.
 //! 3. [`FetchState::handle_response`] decodes each partition's records (CRC, decompression,
 //!    read_committed filtering; with several partitions about half of them on a second, scoped
 //!    thread), moves positions past the last complete batch, and says whether metadata must be
@@ -14,16 +19,25 @@
 //!    was reassigned, or its leader changed and another fetch ran) is dropped.
 //! 4. [`FetchState::handle_failure`] frees the partitions of a fetch that failed in transport.
 //!
+//! A session ends, and the next fetch to that leader is full again, when the broker answers
+//! FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH or FETCH_SESSION_TOPIC_ID_ERROR
+//! (evicted from its cache, restarted), with any other top-level error, or after a transport
+//! failure, since whether the broker saw the request is then unknown: that next full fetch
+//! closes the old session (its id with epoch -1), and the one after opens a new one. A broker
+//! whose session cache is full answers a full fetch with session id 0, and every fetch to it
+//! stays full (and keeps asking).
+//!
 //! # References
-//! - KIP-74 (fetch response size limits, the oversized first batch), KIP-227 (fetch sessions;
-//!   we use none), KIP-320 (leader epochs in fetch), KIP-516 (topic ids in fetch v13).
-//! - The Java consumer's `AbstractFetch.prepareFetchRequests` and `FetchCollector`.
+//! - KIP-74 (fetch response size limits, the oversized first batch), KIP-227 (incremental fetch
+//!   sessions), KIP-320 (leader epochs in fetch), KIP-516 (topic ids in fetch v13).
+//! - The Java consumer's `AbstractFetch.prepareFetchRequests`, `FetchCollector` and
+//!   `FetchSessionHandler`.
 
 use std::collections::{BTreeMap, HashMap};
 
 use super::metadata::{ClusterMetadata, TopicPartition};
 use super::ClientError;
-use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic};
+use crate::protocol::messages::fetch::{FetchPartition, FetchRequest, FetchResponse, FetchTopic, ForgottenTopic};
 use crate::protocol::messages::TopicId;
 use crate::protocol::records::{
     decode_partition, AbortedTransaction, DecodeLimits, Decompressor, IsolationLevel, PartitionRecords, Record,
@@ -48,6 +62,10 @@ pub struct FetchLimits {
     pub isolation: IsolationLevel,
     /// The limit on a batch's decompressed size.
     pub decode: DecodeLimits,
+    /// Incremental fetch sessions (KIP-227, the default): the broker keeps each consumer's
+    /// partition list, and a fetch names only what changed. Off: every fetch lists every
+    /// partition (the broker then walks them all on every fetch).
+    pub sessions: bool,
 }
 
 impl FetchLimits {
@@ -75,6 +93,12 @@ impl FetchLimits {
         self.decode = decode;
         self
     }
+
+    /// The same limits with incremental fetch sessions on (the default) or off.
+    pub fn with_sessions(mut self, sessions: bool) -> Self {
+        self.sessions = sessions;
+        self
+    }
 }
 
 impl Default for FetchLimits {
@@ -86,6 +110,7 @@ impl Default for FetchLimits {
             min_bytes: 1,
             isolation: IsolationLevel::ReadCommitted,
             decode: DecodeLimits::default(),
+            sessions: true,
         }
     }
 }
@@ -135,6 +160,47 @@ pub struct PlannedFetch {
     pub generations: BTreeMap<TopicPartition, u64>,
     /// Topic names by id, to read v13+ responses that carry only ids.
     pub names: HashMap<TopicId, String>,
+    /// How the request stands to the leader's fetch session.
+    session: SessionPlan,
+    /// The fetch data of every partition of the plan: what the broker's session holds once it
+    /// accepted the request.
+    sent: BTreeMap<TopicPartition, SentPartition>,
+}
+
+/// How a planned fetch stands to its leader's session (KIP-227).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionPlan {
+    /// Sessions are off: a session-less full fetch (id 0, epoch -1).
+    Off,
+    /// A full fetch that asks for a new session (id 0, epoch 0).
+    Open,
+    /// A full fetch that closes session `id` (epoch -1) and opens none.
+    Close(i32),
+    /// An incremental fetch in session `id` at `epoch`.
+    Incremental { id: i32, epoch: i32 },
+}
+
+/// What a request said about one partition (compared with the next plan's, to find what
+/// changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SentPartition {
+    topic_id: TopicId,
+    data: FetchPartition,
+}
+
+/// A leader's fetch session.
+#[derive(Debug)]
+enum Session {
+    /// Open on the broker: `epoch` goes with the next request; `partitions` is what the broker
+    /// holds for each partition.
+    Open { id: i32, epoch: i32, partitions: BTreeMap<TopicPartition, SentPartition> },
+    /// To be closed by the next (full) fetch: the broker may still hold it.
+    Closing(i32),
+}
+
+/// The session epoch after `epoch` (1 after `i32::MAX`: 0 opens a session, -1 closes one).
+fn next_epoch(epoch: i32) -> i32 {
+    epoch.checked_add(1).unwrap_or(1)
 }
 
 /// What a response meant.
@@ -184,6 +250,8 @@ pub struct FetchState {
     /// decompressor keeps between batches (the last output buffer, lz4 block buffers, the zstd
     /// window) then costs memory per thread, not per assigned partition.
     decompressors: [Decompressor; 2],
+    /// Fetch sessions by leader (none: the next fetch to it opens one).
+    sessions: BTreeMap<i32, Session>,
 }
 
 impl FetchState {
@@ -196,6 +264,7 @@ impl FetchState {
             recreated: Vec::new(),
             generations: 0,
             decompressors: Default::default(),
+            sessions: BTreeMap::new(),
         }
     }
 
@@ -306,10 +375,23 @@ impl FetchState {
         for (leader, mut partitions) in by_leader {
             let shift = self.rotation % partitions.len().max(1);
             partitions.rotate_left(shift);
+            let session = match (self.limits.sessions, self.sessions.get(&leader)) {
+                (false, _) => SessionPlan::Off,
+                (true, None) => SessionPlan::Open,
+                (true, Some(Session::Closing(id))) => SessionPlan::Close(*id),
+                (true, Some(Session::Open { id, epoch, .. })) => SessionPlan::Incremental { id: *id, epoch: *epoch },
+            };
+            let in_session = match self.sessions.get(&leader) {
+                Some(Session::Open { partitions, .. }) if matches!(session, SessionPlan::Incremental { .. }) => {
+                    Some(partitions)
+                }
+                _ => None,
+            };
             let mut topics: Vec<FetchTopic> = Vec::new();
             let mut offsets = BTreeMap::new();
             let mut generations = BTreeMap::new();
             let mut names = HashMap::new();
+            let mut sent = BTreeMap::new();
             for tp in partitions {
                 let Some(state) = self.partitions.get_mut(&tp) else { continue };
                 let (topic_id, leader_epoch) = match metadata.topic(&tp.topic) {
@@ -328,35 +410,65 @@ impl FetchState {
                     log_start_offset: -1,
                     partition_max_bytes: self.limits.partition_max_bytes,
                 };
-                // Consecutive partitions of one topic share a topic entry.
-                match topics.last_mut() {
-                    Some(last) if last.name == tp.topic => last.partitions.push(partition),
-                    _ => topics.push(FetchTopic { name: tp.topic.clone(), topic_id, partitions: vec![partition] }),
+                let data = SentPartition { topic_id, data: partition };
+                // In an incremental fetch, only what the session does not hold as it is now.
+                if in_session.is_none_or(|held| held.get(&tp) != Some(&data)) {
+                    // Consecutive partitions of one topic share a topic entry.
+                    match topics.last_mut() {
+                        Some(last) if last.name == tp.topic => last.partitions.push(partition),
+                        _ => topics.push(FetchTopic { name: tp.topic.clone(), topic_id, partitions: vec![partition] }),
+                    }
                 }
+                sent.insert(tp.clone(), data);
                 state.in_flight = true;
                 self.generations = self.generations.wrapping_add(1);
                 state.generation = self.generations;
                 generations.insert(tp.clone(), state.generation);
                 offsets.insert(tp, state.position);
             }
+            // The session's partitions that this fetch no longer wants.
+            let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+            for (tp, data) in in_session.into_iter().flatten().filter(|(tp, _)| !sent.contains_key(*tp)) {
+                match forgotten.last_mut() {
+                    Some(last) if last.name == tp.topic => last.partitions.push(tp.partition),
+                    _ => forgotten.push(ForgottenTopic {
+                        name: tp.topic.clone(),
+                        topic_id: data.topic_id,
+                        partitions: vec![tp.partition],
+                    }),
+                }
+            }
+            let (session_id, session_epoch) = match session {
+                SessionPlan::Off => (0, -1),
+                SessionPlan::Open => (0, 0),
+                SessionPlan::Close(id) => (id, -1),
+                SessionPlan::Incremental { id, epoch } => (id, epoch),
+            };
             let request = FetchRequest {
                 max_wait_ms: self.limits.max_wait_ms,
                 min_bytes: self.limits.min_bytes,
                 max_bytes: self.limits.max_bytes,
                 isolation_level: self.limits.isolation as i8,
-                session_id: 0,
-                session_epoch: -1,
+                session_id,
+                session_epoch,
                 topics,
+                forgotten,
                 rack_id: String::new(),
             };
             let leader_address = metadata.brokers.get(&leader).map(|broker| broker.address());
-            plans.push(PlannedFetch { leader, leader_address, request, offsets, generations, names });
+            plans.push(PlannedFetch { leader, leader_address, request, offsets, generations, names, session, sent });
         }
         (plans, missing_leader)
     }
 
-    /// Frees the partitions of a fetch that got no response.
+    /// Frees the partitions of a fetch that got no response (or was never sent). Whether the
+    /// broker saw it is unknown, so its session is closed by the next fetch.
     pub fn handle_failure(&mut self, planned: &PlannedFetch) {
+        self.free(planned);
+        self.end_session(planned.leader);
+    }
+
+    fn free(&mut self, planned: &PlannedFetch) {
         for (tp, generation) in &planned.generations {
             if let Some(state) = self.partitions.get_mut(tp).filter(|state| state.generation == *generation) {
                 state.in_flight = false;
@@ -364,10 +476,62 @@ impl FetchState {
         }
     }
 
+    /// The leader's next fetch is full, and closes the session the broker may hold.
+    fn end_session(&mut self, leader: i32) {
+        match self.sessions.remove(&leader) {
+            Some(Session::Open { id, .. } | Session::Closing(id)) => {
+                self.sessions.insert(leader, Session::Closing(id));
+            }
+            None => {}
+        }
+    }
+
+    /// What the broker's answer means for the leader's session.
+    fn update_session(&mut self, planned: &PlannedFetch, response: &FetchResponse) {
+        let leader = planned.leader;
+        if !response.error_code.is_ok() {
+            let code = response.error_code;
+            if code == ErrorCode::FETCH_SESSION_ID_NOT_FOUND
+                || code == ErrorCode::INVALID_FETCH_SESSION_EPOCH
+                || code == ErrorCode::FETCH_SESSION_TOPIC_ID_ERROR
+            {
+                // The broker holds no session of ours (evicted, restarted) or not this one:
+                // the next fetch opens a new one.
+                tracing::debug!(leader, "fetch session ended by the broker ({code}); the next fetch is full");
+                self.sessions.remove(&leader);
+            } else {
+                self.end_session(leader);
+            }
+            return;
+        }
+        match planned.session {
+            SessionPlan::Off => {}
+            SessionPlan::Open | SessionPlan::Close(_) if response.session_id > 0 => {
+                self.sessions.insert(
+                    leader,
+                    Session::Open { id: response.session_id, epoch: 1, partitions: planned.sent.clone() },
+                );
+            }
+            // No session (the broker's cache is full, or the old one is closed now): the next
+            // fetch asks again.
+            SessionPlan::Open | SessionPlan::Close(_) => {
+                self.sessions.remove(&leader);
+            }
+            SessionPlan::Incremental { id, epoch } if response.session_id == id => {
+                self.sessions
+                    .insert(leader, Session::Open { id, epoch: next_epoch(epoch), partitions: planned.sent.clone() });
+            }
+            SessionPlan::Incremental { .. } => {
+                self.end_session(leader);
+            }
+        }
+    }
+
     /// Applies a fetch response.
     pub fn handle_response(&mut self, planned: &PlannedFetch, response: FetchResponse) -> FetchOutcome {
         // Every partition of the plan is free again, whatever the response says about it.
-        self.handle_failure(planned);
+        self.free(planned);
+        self.update_session(planned, &response);
         let mut outcome = FetchOutcome::default();
         if !response.error_code.is_ok() {
             // A top-level error (fetch sessions, authorization): nothing was read.
@@ -607,4 +771,13 @@ fn decode_jobs(
         done.into_iter().map(|(_, result)| result).collect()
     };
     jobs.into_iter().zip(results).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn session_epochs_wrap_to_one() {
+        assert_eq!(super::next_epoch(1), 2);
+        assert_eq!(super::next_epoch(i32::MAX), 1, "0 would open a session, -1 close it");
+    }
 }

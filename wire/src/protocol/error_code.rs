@@ -130,6 +130,8 @@ error_codes! {
     THROTTLING_QUOTA_EXCEEDED = 89, Retry;
     UNKNOWN_TOPIC_ID = 100, RefreshMetadata;
     INCONSISTENT_TOPIC_ID = 103, RefreshMetadata;
+    // The fetch session mixed topic names and ids (a broker upgrade mid-session): a new one.
+    FETCH_SESSION_TOPIC_ID_ERROR = 106, Retry;
     // KIP-848 group codes: the group client's decision (FENCED_MEMBER_EPOCH: drop every
     // partition and rejoin at epoch 0; STALE_MEMBER_EPOCH: retry the commit after the next
     // heartbeat; the others are configuration errors).

@@ -38,6 +38,7 @@ async fn capture(args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
         isolation_level: 0,
         session_id: 0,
         session_epoch: -1,
+        forgotten: Vec::new(),
         topics: vec![FetchTopic {
             name: topic.to_string(),
             topic_id: info.topic_id,

@@ -33,8 +33,19 @@ pub struct FetchRequest {
     pub session_id: i32,
     pub session_epoch: i32,
     pub topics: Vec<FetchTopic>,
+    /// Partitions an incremental fetch removes from its session (KIP-227); empty otherwise.
+    pub forgotten: Vec<ForgottenTopic>,
     /// The consumer's rack, for follower fetching (KIP-392); "" for none.
     pub rack_id: String,
+}
+
+/// Partitions of one topic to remove from a fetch session: `name` is sent below v13,
+/// `topic_id` from v13.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgottenTopic {
+    pub name: String,
+    pub topic_id: TopicId,
+    pub partitions: Vec<i32>,
 }
 
 /// One topic to fetch: `name` is sent below v13, `topic_id` from v13.
@@ -171,7 +182,19 @@ impl Request for FetchRequest {
             }
             super::write_no_tags(writer, flexible);
         }
-        writer.array_len(flexible, 0); // ForgottenTopicsData: only for incremental sessions
+        writer.array_len(flexible, self.forgotten.len());
+        for topic in &self.forgotten {
+            if version >= 13 {
+                writer.uuid(topic.topic_id.0);
+            } else {
+                writer.string(flexible, &topic.name);
+            }
+            writer.array_len(flexible, topic.partitions.len());
+            for partition in &topic.partitions {
+                writer.i32(*partition);
+            }
+            super::write_no_tags(writer, flexible);
+        }
         writer.string(flexible, &self.rack_id);
         super::write_no_tags(writer, flexible); // no ClusterId, no ReplicaState
     }
@@ -491,6 +514,7 @@ pub(crate) mod tests {
                     partition_max_bytes: 0x0010_0000,
                 }],
             }],
+            forgotten: Vec::new(),
             rack_id: String::new(),
         }
     }
@@ -524,6 +548,30 @@ pub(crate) mod tests {
         expected.push(1); // rack id ""
         expected.push(0); // request tags
         assert_eq!(request_bytes(&request(), 13), expected);
+    }
+
+    #[test]
+    fn forgotten_topics_are_sent_by_id_from_v13_and_by_name_before() {
+        let mut incremental = request();
+        incremental.session_id = 77;
+        incremental.session_epoch = 5;
+        incremental.topics.clear();
+        incremental.forgotten =
+            vec![ForgottenTopic { name: "t".into(), topic_id: TopicId([0xcd; 16]), partitions: vec![1, 2] }];
+        let mut expected = vec![0xff, 0xff, 0xff, 0xff, 0, 0, 0x01, 0xf4, 0, 0, 0, 1, 0x01, 0, 0, 0, 1];
+        expected.extend([0, 0, 0, 77]); // session id
+        expected.extend([0, 0, 0, 5]); // session epoch
+        expected.push(1); // no topics
+        expected.push(2); // 1 forgotten topic
+        expected.extend([0xcd; 16]);
+        expected.push(3); // 2 partitions
+        expected.extend([0, 0, 0, 1, 0, 0, 0, 2]);
+        expected.push(0); // forgotten topic tags
+        expected.push(1); // rack id ""
+        expected.push(0); // request tags
+        assert_eq!(request_bytes(&incremental, 13), expected);
+        let v12 = request_bytes(&incremental, 12);
+        assert_eq!(v12.get(26..29), Some(&[2, 2, b't'][..]), "v12 names the forgotten topic");
     }
 
     #[test]
