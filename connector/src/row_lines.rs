@@ -14,10 +14,14 @@
 //! valid UTF-8; strings without escapes (JSON forbids raw control characters and quotes in a
 //! string, so such a string is already in the form `serde_json` writes); numbers without an
 //! exponent (kept as text by `arbitrary_precision`, so copied as written); `true`, `false`,
-//! `null`; every key a column, once, each value of the column's type. Anything else (nested
-//! values, escapes, exponents, unknown or repeated keys, another type, tombstones, raw
-//! payloads, bad syntax, the record that fixes the schema) goes the general way, so every error
-//! and every edge case has one implementation. The tests here and the `json_rows` fuzz target
+//! `null`; every key a column, once, each value of the column's type. Values that are not
+//! already in `serde_json`'s form are rewritten into it, without building anything: nested
+//! objects and arrays (for `json` columns) are checked and written minified, with no duplicate
+//! key at any depth and at most [`MAX_NESTING`] levels; strings with escapes are decoded and
+//! escaped again as `serde_json` escapes; exponents get its `e` and explicit sign. Anything
+//! else (unknown or repeated top-level keys, escaped top-level keys, another type, tombstones,
+//! raw payloads, bad syntax, lone surrogates, the record that fixes the schema) goes the general
+//! way, so every error has one implementation. The tests here and the `json_rows` fuzz target
 //! render every record both ways and compare the bytes.
 
 use std::collections::HashMap;
@@ -124,11 +128,22 @@ pub struct LineTemplate {
     event_id_head: Vec<u8>,
     columns: Vec<ColumnTemplate>,
     index: HashMap<String, usize>,
-    /// Per column: where its value is in the current payload, valid when `seen` equals `stamp`.
-    spans: Vec<(usize, usize)>,
+    /// Per column: where its value is, valid when `seen` equals `stamp`: a range of the current
+    /// payload, or of `rewritten` (true) for a value rewritten into `serde_json`'s form.
+    spans: Vec<(usize, usize, bool)>,
     seen: Vec<u32>,
     stamp: u32,
+    /// Values of the current payload rewritten into `serde_json`'s form (see the module docs).
+    rewritten: Vec<u8>,
+    /// Scratch of [`Canonical`]: the keys of the objects being rewritten, as ranges of
+    /// `rewritten`, and the open containers (object or array, where its keys start).
+    keys: Vec<(usize, usize)>,
+    open: Vec<(bool, usize)>,
 }
+
+/// Nesting deeper than this goes the general way (`serde_json` refuses more than 128 levels;
+/// the general way then reports it).
+pub const MAX_NESTING: usize = 100;
 
 #[derive(Debug)]
 struct ColumnTemplate {
@@ -184,9 +199,12 @@ impl LineTemplate {
             event_id_head,
             columns,
             index,
-            spans: vec![(0, 0); width],
+            spans: vec![(0, 0, false); width],
             seen: vec![0; width],
             stamp: 0,
+            rewritten: Vec::new(),
+            keys: Vec::new(),
+            open: Vec::new(),
         }
     }
 
@@ -199,9 +217,10 @@ impl LineTemplate {
         }
         let out = &mut lines.bytes;
         self.write_transport_and_metadata(out, record);
-        for ((column, &seen), &(start, end)) in self.columns.iter().zip(&self.seen).zip(&self.spans) {
+        for ((column, &seen), &(start, end, rewritten)) in self.columns.iter().zip(&self.seen).zip(&self.spans) {
             out.extend_from_slice(&column.key);
-            match payload.get(start..end).filter(|_| seen == self.stamp) {
+            let source = if rewritten { self.rewritten.as_slice() } else { payload };
+            match source.get(start..end).filter(|_| seen == self.stamp) {
                 Some(value) => out.extend_from_slice(value),
                 None => out.extend_from_slice(b"null"),
             }
@@ -255,6 +274,7 @@ impl LineTemplate {
         // UTF-8 anywhere is an error the general way reports.
         let Ok(text) = std::str::from_utf8(payload) else { return false };
         let bytes = text.as_bytes();
+        self.rewritten.clear();
         self.stamp = self.stamp.wrapping_add(1);
         if self.stamp == 0 {
             // After 2^32 rows: no stale entry may equal the new stamp.
@@ -290,20 +310,39 @@ impl LineTemplate {
             if bytes.get(i) != Some(&b':') {
                 return false;
             }
-            // Value.
+            // Value: its span in the payload, or (for text to rewrite) in `rewritten`.
             let start = skip_whitespace(bytes, i + 1);
+            let mut span = None;
             let (end, found) = match bytes.get(start) {
                 Some(b'"') => match plain_string_end(bytes, start) {
                     Some(end) => (end, Some(ColumnType::String)),
-                    None => return false,
+                    None => {
+                        let from = self.rewritten.len();
+                        let Some(end) = canonical_string(bytes, start, &mut self.rewritten) else { return false };
+                        span = Some((from, self.rewritten.len()));
+                        (end, Some(ColumnType::String))
+                    }
                 },
                 Some(b't') if rest(bytes, start).starts_with(b"true") => (start + 4, Some(ColumnType::Bool)),
                 Some(b'f') if rest(bytes, start).starts_with(b"false") => (start + 5, Some(ColumnType::Bool)),
                 Some(b'n') if rest(bytes, start).starts_with(b"null") => (start + 4, None),
                 Some(b'-' | b'0'..=b'9') => match plain_number_end(bytes, start) {
                     Some(end) => (end, Some(ColumnType::Number)),
-                    None => return false,
+                    None => {
+                        let from = self.rewritten.len();
+                        let Some(end) = canonical_number(bytes, start, &mut self.rewritten) else { return false };
+                        span = Some((from, self.rewritten.len()));
+                        (end, Some(ColumnType::Number))
+                    }
                 },
+                Some(b'{' | b'[') => {
+                    let from = self.rewritten.len();
+                    let mut canonical =
+                        Canonical { out: &mut self.rewritten, keys: &mut self.keys, open: &mut self.open };
+                    let Some(end) = canonical.container(bytes, start) else { return false };
+                    span = Some((from, self.rewritten.len()));
+                    (end, Some(ColumnType::Json))
+                }
                 _ => return false,
             };
             let Some(column_type) = self.columns.get(column).map(|column| column.column_type) else { return false };
@@ -313,9 +352,12 @@ impl LineTemplate {
                 }
             }
             match (self.seen.get_mut(column), self.spans.get_mut(column)) {
-                (Some(seen), Some(span)) => {
+                (Some(seen), Some(slot)) => {
                     *seen = self.stamp;
-                    *span = (start, end);
+                    *slot = match span {
+                        Some((from, to)) => (from, to, true),
+                        None => (start, end, false),
+                    };
                 }
                 _ => return false,
             }
@@ -360,9 +402,268 @@ fn plain_string_end(bytes: &[u8], start: usize) -> Option<usize> {
     None
 }
 
+/// A string starting at `start` (a quote) written to `out` as `serde_json` writes it: escapes
+/// decoded (`\uXXXX` surrogate pairs joined), then `"`, `\\` and control characters escaped
+/// (`\b \t \n \f \r`, else `\u00xx`), everything else as UTF-8. Returns the index after the
+/// closing quote, or `None` for what `serde_json` refuses (a raw control character, an unknown
+/// escape, bad hex, a lone surrogate, no closing quote). `bytes` is valid UTF-8.
+fn canonical_string(bytes: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
+    if bytes.get(start) != Some(&b'"') {
+        return None;
+    }
+    out.push(b'"');
+    let mut i = start + 1;
+    loop {
+        let run = rest(bytes, i).iter().take_while(|&&b| b != b'"' && b != b'\\' && b >= 0x20).count();
+        out.extend_from_slice(bytes.get(i..i + run)?);
+        i += run;
+        match *bytes.get(i)? {
+            b'"' => {
+                out.push(b'"');
+                return Some(i + 1);
+            }
+            b'\\' => {
+                let escape = *bytes.get(i + 1)?;
+                i += 2;
+                let decoded = match escape {
+                    b'"' => '"',
+                    b'\\' => '\\',
+                    b'/' => '/',
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    b'u' => {
+                        let high = hex4(bytes, i)?;
+                        i += 4;
+                        match high {
+                            0xD800..=0xDBFF => {
+                                if rest(bytes, i).get(..2) != Some(b"\\u") {
+                                    return None;
+                                }
+                                let low = hex4(bytes, i + 2)?;
+                                if !(0xDC00..=0xDFFF).contains(&low) {
+                                    return None;
+                                }
+                                i += 6;
+                                char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))?
+                            }
+                            0xDC00..=0xDFFF => return None,
+                            _ => char::from_u32(high)?,
+                        }
+                    }
+                    _ => return None,
+                };
+                write_char(out, decoded);
+            }
+            // A raw control character: not JSON.
+            _ => return None,
+        }
+    }
+}
+
+/// Four hex digits at `at`.
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    let digits = bytes.get(at..at + 4)?;
+    let text = std::str::from_utf8(digits).ok()?;
+    if !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u32::from_str_radix(text, 16).ok()
+}
+
+/// One character of a string's contents, escaped as `serde_json` escapes it.
+fn write_char(out: &mut Vec<u8>, c: char) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match c {
+        '"' => out.extend_from_slice(b"\\\""),
+        '\\' => out.extend_from_slice(b"\\\\"),
+        '\u{8}' => out.extend_from_slice(b"\\b"),
+        '\u{c}' => out.extend_from_slice(b"\\f"),
+        '\n' => out.extend_from_slice(b"\\n"),
+        '\r' => out.extend_from_slice(b"\\r"),
+        '\t' => out.extend_from_slice(b"\\t"),
+        c if (c as u32) < 0x20 => {
+            let code = c as usize;
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[code >> 4]);
+            out.push(HEX[code & 0xf]);
+        }
+        c => {
+            let mut buffer = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
+        }
+    }
+}
+
+/// A number starting at `start` written to `out` as `serde_json` (`arbitrary_precision`)
+/// writes it: as it stands, except an exponent, which becomes `e` with an explicit sign.
+/// Returns the index after it, or `None` when it is no JSON number.
+fn canonical_number(bytes: &[u8], start: usize, out: &mut Vec<u8>) -> Option<usize> {
+    let end = mantissa_end(bytes, start)?;
+    out.extend_from_slice(bytes.get(start..end)?);
+    if !matches!(bytes.get(end), Some(b'e' | b'E')) {
+        return Some(end);
+    }
+    out.push(b'e');
+    let mut i = end + 1;
+    match bytes.get(i) {
+        Some(&sign @ (b'+' | b'-')) => {
+            out.push(sign);
+            i += 1;
+        }
+        _ => out.push(b'+'),
+    }
+    let digits = rest(bytes, i).iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 {
+        return None;
+    }
+    out.extend_from_slice(bytes.get(i..i + digits)?);
+    Some(i + digits)
+}
+
+/// Rewrites a nested object or array into `serde_json`'s minified form, checking it on the way:
+/// an explicit stack (no recursion), keys compared once each object closes.
+struct Canonical<'a> {
+    out: &'a mut Vec<u8>,
+    keys: &'a mut Vec<(usize, usize)>,
+    open: &'a mut Vec<(bool, usize)>,
+}
+
+impl Canonical<'_> {
+    /// The object or array starting at `start`, written to `out`; the index after it, or `None`
+    /// for anything the general way must see (bad syntax, a duplicate key, too deep).
+    fn container(&mut self, bytes: &[u8], start: usize) -> Option<usize> {
+        self.keys.clear();
+        self.open.clear();
+        let mut i = start;
+        // Each turn parses one value at `i`, then closes what it completes.
+        loop {
+            i = skip_whitespace(bytes, i);
+            let mut closed = match *bytes.get(i)? {
+                open @ (b'{' | b'[') => {
+                    if self.open.len() >= MAX_NESTING {
+                        return None;
+                    }
+                    let object = open == b'{';
+                    self.out.push(open);
+                    self.open.push((object, self.keys.len()));
+                    i = skip_whitespace(bytes, i + 1);
+                    let close = if object { b'}' } else { b']' };
+                    if bytes.get(i) == Some(&close) {
+                        self.close()?;
+                        i += 1;
+                        true
+                    } else {
+                        if object {
+                            i = self.key(bytes, i)?;
+                        }
+                        continue;
+                    }
+                }
+                b'"' => {
+                    i = canonical_string(bytes, i, self.out)?;
+                    true
+                }
+                b't' if rest(bytes, i).starts_with(b"true") => {
+                    self.out.extend_from_slice(b"true");
+                    i += 4;
+                    true
+                }
+                b'f' if rest(bytes, i).starts_with(b"false") => {
+                    self.out.extend_from_slice(b"false");
+                    i += 5;
+                    true
+                }
+                b'n' if rest(bytes, i).starts_with(b"null") => {
+                    self.out.extend_from_slice(b"null");
+                    i += 4;
+                    true
+                }
+                b'-' | b'0'..=b'9' => {
+                    i = canonical_number(bytes, i, self.out)?;
+                    true
+                }
+                _ => return None,
+            };
+            // After a value: a comma goes on in the same container, a bracket closes it.
+            while closed {
+                let &(object, _) = self.open.last()?;
+                i = skip_whitespace(bytes, i);
+                match (bytes.get(i), object) {
+                    (Some(b','), _) => {
+                        self.out.push(b',');
+                        i = skip_whitespace(bytes, i + 1);
+                        if object {
+                            i = self.key(bytes, i)?;
+                        }
+                        closed = false;
+                    }
+                    (Some(b'}'), true) | (Some(b']'), false) => {
+                        self.close()?;
+                        i += 1;
+                        if self.open.is_empty() {
+                            return Some(i);
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// An object's key at `i` and its colon; the index after the colon.
+    fn key(&mut self, bytes: &[u8], i: usize) -> Option<usize> {
+        let from = self.out.len();
+        let end = canonical_string(bytes, i, self.out)?;
+        self.keys.push((from, self.out.len()));
+        let colon = skip_whitespace(bytes, end);
+        if bytes.get(colon) != Some(&b':') {
+            return None;
+        }
+        self.out.push(b':');
+        Some(colon + 1)
+    }
+
+    /// Closes the innermost container; `None` when an object has a key twice (keys are
+    /// compared in their rewritten form, which is one text per decoded string).
+    fn close(&mut self) -> Option<()> {
+        let (object, first_key) = self.open.pop()?;
+        self.out.push(if object { b'}' } else { b']' });
+        if object {
+            let out = &*self.out;
+            let keys = self.keys.get_mut(first_key..)?;
+            let text = |&(from, to): &(usize, usize)| out.get(from..to).unwrap_or_default();
+            if keys.len() <= 8 {
+                for (n, key) in keys.iter().enumerate() {
+                    if keys.iter().skip(n + 1).any(|other| text(other) == text(key)) {
+                        return None;
+                    }
+                }
+            } else {
+                keys.sort_unstable_by(|a, b| text(a).cmp(text(b)));
+                if keys.windows(2).any(|pair| matches!(pair, [a, b] if text(a) == text(b))) {
+                    return None;
+                }
+            }
+            self.keys.truncate(first_key);
+        }
+        Some(())
+    }
+}
+
 /// For a number starting at `start`: `-?(0|[1-9][0-9]*)(\.[0-9]+)?` without an exponent; the
 /// index after it, or `None`.
 fn plain_number_end(bytes: &[u8], start: usize) -> Option<usize> {
+    match mantissa_end(bytes, start)? {
+        end if matches!(bytes.get(end), Some(b'e' | b'E')) => None,
+        end => Some(end),
+    }
+}
+
+/// For a number starting at `start`: the index after `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, or `None`.
+fn mantissa_end(bytes: &[u8], start: usize) -> Option<usize> {
     let digits = |from: usize| from + rest(bytes, from).iter().take_while(|b| b.is_ascii_digit()).count();
     let mut i = start;
     if bytes.get(i) == Some(&b'-') {
@@ -380,10 +681,7 @@ fn plain_number_end(bytes: &[u8], start: usize) -> Option<usize> {
         }
         i = end;
     }
-    match bytes.get(i) {
-        Some(b'e' | b'E') => None,
-        _ => Some(i),
-    }
+    Some(i)
 }
 
 /// A JSON string, escaped exactly as `serde_json` escapes it.
@@ -522,18 +820,64 @@ mod tests {
         }
     }
 
+    /// Nested values, escapes and exponents are rewritten into serde_json's form on the way.
+    #[test]
+    fn nested_values_escapes_and_exponents_are_rewritten_as_the_general_way_writes_them() {
+        let (mut general, mut fast) = (decoder(), decoder());
+        both_ways(&mut general, &mut fast, &record(0, FIRST, &[]));
+        let rewritten: [&[u8]; 18] = [
+            br#"{"tags":{"nested":1}}"#,
+            br#"{"tags":[1,2]}"#,
+            br#"{"tags" : [ 1 , { "a" : [ ] , "b" : { } , "c" : null } , "x" , true , false , -0.5 ]}"#,
+            br#"{"tags":[[[[["deep"]]]]]}"#,
+            br#"{"tags":{"a":{"a":{"a":1}},"b":[{"a":1},{"a":2}]}}"#,
+            br#"{"tags":{"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10}}"#,
+            br#"{"tags":{"\u0061":1,"b":2}}"#,
+            br#"{"tags":["\u00e9\u2028\ud83d\ude00 \/ \" \\ \b\f\n\r\t \u0001 \u001F \u007f"]}"#,
+            br#"{"name":"esc\"aped"}"#,
+            br#"{"name":"a\u0062"}"#,
+            br#"{"name":"\u00E9t\u00e9 \/"}"#,
+            br#"{"amount":1e5}"#,
+            br#"{"amount":1E+5}"#,
+            br#"{"amount":2.5e-3}"#,
+            br#"{"amount":-0E0}"#,
+            br#"{"tags":[1e5,1E-5,0.5e+10]}"#,
+            "{\"tags\":{\"caf\u{e9}\":\"\u{2028}\"}}".as_bytes(),
+            br#"{"tags":"a string in a json column","extra":[1]}"#,
+        ];
+        for (i, payload) in rewritten.iter().enumerate() {
+            let record = record(i as i64 + 1, payload, &[]);
+            assert_eq!(both_ways(&mut general, &mut fast, &record), Some(LinePath::Flat), "{i}");
+        }
+        // Keys that differ only in how they are escaped are the same key.
+        let same = br#"{"tags":{"a":1,"\u0061":2}}"#;
+        assert_eq!(both_ways(&mut general, &mut fast, &record(40, same, &[])), None);
+        let many: String = (0..20).map(|n| format!("\"k{n}\":{n},")).collect();
+        let duplicated = format!("{{\"tags\":{{{many}\"k7\":0}}}}");
+        assert_eq!(both_ways(&mut general, &mut fast, &record(41, duplicated.as_bytes(), &[])), None);
+    }
+
     #[test]
     fn everything_else_goes_the_general_way_with_the_same_outcome() {
         let (mut general, mut fast) = (decoder(), decoder());
         both_ways(&mut general, &mut fast, &record(0, FIRST, &[]));
-        let others: [&[u8]; 24] = [
-            br#"{"name":"esc\"aped"}"#,
-            br#"{"name":"a\u0062"}"#,
-            br#"{"amount":1e5}"#,
-            br#"{"amount":1E+5}"#,
-            br#"{"amount":2.5e-3}"#,
-            br#"{"tags":{"nested":1}}"#,
-            br#"{"tags":[1,2]}"#,
+        let others: [&[u8]; 33] = [
+            br#"{"tags":{"a":1,"a":2}}"#,
+            br#"{"tags":[{"b":[{"c":1,"c":1}]}]}"#,
+            br#"{"name":"\ud800"}"#,
+            br#"{"name":"\udc00\ud800"}"#,
+            br#"{"name":"\ud800\u0041"}"#,
+            br#"{"name":"\x"}"#,
+            br#"{"name":"\u12g4"}"#,
+            br#"{"amount":1e}"#,
+            br#"{"amount":1e+}"#,
+            br#"{"tags":[1,]}"#,
+            br#"{"tags":{"a"}}"#,
+            br#"{"tags":{1:2}}"#,
+            br#"{"tags":[1 2]}"#,
+            br#"{"tags":{"a":1]}"#,
+            br#"{"tags":["a\u0000\u001f\n"}"#,
+            br#"{"id":[1]}"#,
             br#"{"id":1,"id":2}"#,
             br#"{"unknown":1}"#,
             br#"{"id":"a string"}"#,
@@ -552,6 +896,11 @@ mod tests {
             br#"{"n\u0061me":"escaped key"}"#,
             br#"{"id":1"#,
         ];
+        // Too deep for the shortcut (the general way decides; serde_json refuses past 128).
+        let deep = format!("{{\"tags\":{}1{}}}", "[".repeat(MAX_NESTING + 1), "]".repeat(MAX_NESTING + 1));
+        assert_ne!(both_ways(&mut general, &mut fast, &record(80, deep.as_bytes(), &[])), Some(LinePath::Flat));
+        let deeper = format!("{{\"tags\":{}1{}}}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(both_ways(&mut general, &mut fast, &record(81, deeper.as_bytes(), &[])), None);
         for (i, payload) in others.iter().enumerate() {
             let record = record(i as i64 + 1, payload, &[]);
             assert_ne!(both_ways(&mut general, &mut fast, &record), Some(LinePath::Flat), "{i}");
@@ -587,6 +936,18 @@ mod tests {
             "\"\u{2028}\"",
             "1.",
             "tru",
+            "[1, {\"a\": [true, null]}, \"x\"]",
+            "{\"a\":1,\"a\":2}",
+            "{\"a\":{\"b\":1},\"b\":{\"a\":[]}}",
+            "\"\\u00e9\\/\"",
+            "\"\\ud83d\\ude00\"",
+            "\"\\ud83d\"",
+            "1E-3",
+            "-2e+0",
+            "[[[]]]",
+            " [ 1 , 2 ] ",
+            "[1,]",
+            "{\"\\u0061\":1,\"a\":2}",
         ];
         let spaces = ["", " ", "\n", "\t \r"];
         let mut random = XorShift(0x5eed_1234_abcd_9876);

@@ -18,6 +18,11 @@ pub enum ValueKind {
     Text1k,
     /// A JSON object of about 200 bytes (about 160 to 240), one level, mixed field types.
     Json200,
+    /// A JSON object shaped like application events (about 300 to 600 bytes; every 50th a
+    /// wide one of about 3 KiB): nested objects and arrays, escapes (`\"`, `\n`, `\u00e9`),
+    /// raw unicode, numbers with exponents; one in four written as Python's `json.dumps` writes
+    /// (a space after `,` and `:`, non-ASCII as `\u` escapes). The same columns in every row.
+    JsonNested,
 }
 
 impl ValueKind {
@@ -26,6 +31,7 @@ impl ValueKind {
             "text100" => Some(ValueKind::Text100),
             "text1k" => Some(ValueKind::Text1k),
             "json200" => Some(ValueKind::Json200),
+            "json-nested" => Some(ValueKind::JsonNested),
             _ => None,
         }
     }
@@ -56,8 +62,46 @@ impl ValueKind {
                 out.extend_from_slice(&note);
                 out.extend_from_slice(b"\"}");
             }
+            ValueKind::JsonNested => nested_event(&mut rng, (partition as u64) << 40 | index, out),
         }
     }
+}
+
+/// See [`ValueKind::JsonNested`].
+fn nested_event(rng: &mut SplitMix64, id: u64, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let python = rng.next() % 4 == 0;
+    let (comma, colon) = if python { (", ", ": ") } else { (",", ":") };
+    let city = [r"Z\u00fcrich", r"S\u00e3o Paulo", r"Krak\u00f3w", "Oslo"][rng.next() as usize % 4];
+    let raw_city = ["Zürich", "São Paulo", "Kraków", "Oslo"][rng.next() as usize % 4];
+    let _ = write!(out, "{{\"id\"{colon}{id}{comma}\"user\"{colon}{{\"name\"{colon}\"user-{:05}\"{comma}", rng.next() % 50_000);
+    let _ = write!(out, "\"tags\"{colon}[\"vip\"{comma}\"beta-{}\"]{comma}", rng.next() % 9);
+    let _ = write!(out, "\"address\"{colon}{{\"city\"{colon}\"{}\"{comma}", if python { city } else { raw_city });
+    let _ = write!(out, "\"zip\"{colon}\"{:05}\"}}}}{comma}", rng.next() % 99_999);
+    let _ = write!(out, "\"amount\"{colon}{}.{:02}e{}{comma}", rng.next() % 1000, rng.next() % 100, rng.next() % 4);
+    let items = if id % 50 == 49 { 40 } else { 1 + rng.next() % 4 };
+    out.extend_from_slice(format!("\"items\"{colon}[").as_bytes());
+    for item in 0..items {
+        if item > 0 {
+            out.extend_from_slice(comma.as_bytes());
+        }
+        let _ = write!(
+            out,
+            "{{\"sku\"{colon}\"sku-{}\"{comma}\"qty\"{colon}{}{comma}\"price\"{colon}{}.{:02}{comma}\"attrs\"{colon}{{\"color\"{colon}\"blue\"{comma}\"size\"{colon}{}}}}}",
+            rng.next() % 10_000,
+            1 + rng.next() % 5,
+            rng.next() % 200,
+            rng.next() % 100,
+            rng.next() % 50,
+        );
+    }
+    out.extend_from_slice(b"]");
+    let _ = write!(out, "{comma}\"ok\"{colon}{}{comma}\"note\"{colon}\"", rng.next() % 2 == 0);
+    let mut note = Vec::new();
+    let note_len = 40 + (rng.next() % 40) as usize;
+    words(rng, note_len, &mut note);
+    out.extend_from_slice(&note);
+    out.extend_from_slice(if python { b"\\n\\\"quoted\\\" \\u2713\"}" } else { "\\n\\\"quoted\\\" ✓\"}".as_bytes() });
 }
 
 const WORDS: &[&str] = &[
