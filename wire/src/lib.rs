@@ -164,9 +164,11 @@ pub use client::fetch_state;
 pub use client::group;
 
 pub use client::{
-    BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer,
-    ConsumerEvent, ErrorKind, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic,
-    OffsetReset, OffsetSpec, PartitionBatch, PartitionInfo, ProduceRecord, TopicInfo, TopicPartition,
+    key_partition, murmur2, Acks, BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata,
+    Compression, Consumer, ConsumerEvent, ConsumerGroupMetadata, DefaultPartitioner, DeliveryFuture, ErrorKind,
+    FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic, OffsetReset, OffsetSpec,
+    PartitionBatch, PartitionInfo, Partitioner, ProduceRecord, Producer, ProducerConfig, RecordMetadata, TopicInfo,
+    TopicPartition,
 };
 pub use connection::tls::{client_config as tls_client_config, TlsError, TlsField, TlsProblem, TlsSettings};
 pub use connection::{AuthFailure, ConnectionConfig, ConnectionError, SaslSettings};
