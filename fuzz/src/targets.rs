@@ -29,7 +29,11 @@ use sluice_wire::protocol::messages::fetch::{
 };
 use sluice_wire::protocol::messages::find_coordinator::FindCoordinatorResponse;
 use sluice_wire::protocol::messages::heartbeat::HeartbeatResponse;
+use sluice_wire::protocol::messages::add_offsets_to_txn::AddOffsetsToTxnResponse;
+use sluice_wire::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnResponse;
+use sluice_wire::protocol::messages::end_txn::EndTxnResponse;
 use sluice_wire::protocol::messages::init_producer_id::InitProducerIdResponse;
+use sluice_wire::protocol::messages::txn_offset_commit::TxnOffsetCommitResponse;
 use sluice_wire::protocol::messages::join_group::JoinGroupResponse;
 use sluice_wire::protocol::messages::leave_group::LeaveGroupResponse;
 use sluice_wire::protocol::messages::list_offsets::ListOffsetsResponse;
@@ -71,6 +75,10 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         "sasl_authenticate" => response::<SaslAuthenticateResponse>(0, 2, data),
         "offset_for_leader_epoch" => response::<OffsetForLeaderEpochResponse>(2, 4, data),
         "init_producer_id" => response::<InitProducerIdResponse>(0, 5, data),
+        "add_partitions_to_txn" => response::<AddPartitionsToTxnResponse>(0, 3, data),
+        "add_offsets_to_txn" => response::<AddOffsetsToTxnResponse>(0, 4, data),
+        "end_txn" => response::<EndTxnResponse>(0, 5, data),
+        "txn_offset_commit" => response::<TxnOffsetCommitResponse>(0, 5, data),
         "find_coordinator" => response::<FindCoordinatorResponse>(0, 6, data),
         "join_group" => response::<JoinGroupResponse>(0, 9, data),
         "sync_group" => response::<SyncGroupResponse>(0, 5, data),

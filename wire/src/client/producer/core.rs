@@ -239,6 +239,9 @@ struct Transaction {
     op_attempts: u32,
     /// When the transaction's first record or offsets were added.
     started: Option<Instant>,
+    /// A request of this transaction reached the coordinator or a leader (a produce request,
+    /// AddPartitionsToTxn, offsets): only then is there a transaction to end.
+    touched: bool,
     /// The sequence state was lost in this transaction: bump the epoch when it ends.
     needs_bump: bool,
     add_in_flight: bool,
@@ -284,6 +287,7 @@ impl ProducerCore {
             op_retry_at: None,
             op_attempts: 0,
             started: None,
+            touched: false,
             needs_bump: false,
             add_in_flight: false,
             add_retry_at: None,
@@ -1071,6 +1075,9 @@ impl ProducerCore {
                     .collect(),
             };
             *self.per_broker.entry(broker).or_default() += 1;
+            if let Some(txn) = self.transaction.as_mut() {
+                txn.touched = true;
+            }
             self.requests.insert(id, InFlight { broker, batches });
             self.outbox.push_back(Action::Produce { id, broker, request, max_version });
         }
@@ -1343,6 +1350,7 @@ impl ProducerCore {
             }
             if !topics.is_empty() {
                 txn.add_in_flight = true;
+                txn.touched = true;
                 txn.add_retry_at = None;
                 self.outbox.push_back(Action::AddPartitions {
                     coordinator,
@@ -1436,9 +1444,9 @@ impl ProducerCore {
                         return;
                     }
                 }
-                if txn.started.is_none() && !tv2 {
-                    // Nothing was added to the transaction: the coordinator has nothing to end
-                    // (the Java client skips EndTxn too).
+                if !txn.touched {
+                    // Nothing reached the broker in this transaction: the coordinator has
+                    // nothing to end (the Java client skips EndTxn too).
                     self.transaction_ended(now);
                     return;
                 }
@@ -1455,6 +1463,9 @@ impl ProducerCore {
             }
         };
         txn.op_sent = true;
+        if matches!(action, Action::AddOffsets { .. } | Action::TxnOffsetCommit { .. }) {
+            txn.touched = true;
+        }
         self.outbox.push_back(action);
     }
 
@@ -1466,6 +1477,7 @@ impl ProducerCore {
         }
         let Some(txn) = self.transaction.as_mut() else { return };
         txn.started = None;
+        txn.touched = false;
         txn.op_sent = false;
         let aborted = matches!(txn.phase, Phase::Aborting);
         if aborted && txn.needs_bump && !self.tv2 {
@@ -1795,4 +1807,418 @@ fn encode(batch: &mut Batch, stamp: (i64, i16, i32)) -> Result<(), crate::protoc
 
 fn duration_ms_i32(duration: Duration) -> i32 {
     duration.as_millis().min(i32::MAX as u128) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    //! The core against scripted answers on a virtual clock: no broker, no socket.
+    use super::*;
+    use crate::protocol::messages::produce::{ProducePartitionResponse, ProduceTopicResponse};
+    use crate::protocol::records::batch::RecordBatch;
+
+    const TOPIC: &str = "t";
+
+    fn config() -> CoreConfig {
+        CoreConfig {
+            acks: -1,
+            linger: Duration::from_millis(5),
+            batch_size: 16 * 1024,
+            max_in_flight: 5,
+            max_request_size: 1 << 20,
+            compression: Compression::None,
+            delivery_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(30),
+            retry: RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(1), Duration::from_secs(120)),
+            retries: u32::MAX,
+            idempotent: true,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn tp(partition: i32) -> TopicPartition {
+        TopicPartition::new(TOPIC, partition)
+    }
+
+    struct Harness {
+        core: ProducerCore,
+        now: Instant,
+        leaders: BTreeMap<TopicPartition, i32>,
+    }
+
+    impl Harness {
+        fn new(config: CoreConfig, tv2: bool) -> Harness {
+            let memory = Arc::new(Semaphore::new(1 << 20));
+            let leaders = (0..3).map(|p| (tp(p), 1)).collect();
+            Harness { core: ProducerCore::new(config, memory, tv2), now: Instant::now(), leaders }
+        }
+
+        fn append(&mut self, partition: i32, value: &str) -> oneshot::Receiver<Result<(i64, i64), ClientError>> {
+            let (reply, receiver) = oneshot::channel();
+            let record = ProduceRecord::new(None, Some(value.as_bytes())).with_timestamp(1000);
+            self.core.append(self.now, tp(partition), record, 10, reply);
+            receiver
+        }
+
+        /// Polls and returns every action asked for.
+        fn poll(&mut self) -> Vec<Action> {
+            let leaders = self.leaders.clone();
+            self.core.poll(self.now, &|tp| leaders.get(tp).copied(), &|_| true);
+            std::iter::from_fn(|| self.core.next_action()).collect()
+        }
+
+        fn advance(&mut self, by: Duration) {
+            self.now += by;
+        }
+
+        fn init(&mut self, id: i64, epoch: i16) {
+            self.core.on_init_producer_id(self.now, Ok(InitProducerIdResponse {
+                throttle_time_ms: 0,
+                error_code: ErrorCode::NONE,
+                producer_id: id,
+                producer_epoch: epoch,
+            }));
+        }
+    }
+
+    /// (request id, [(partition, producer id, epoch, base sequence, records)]) of produce actions.
+    fn produced(actions: &[Action]) -> Vec<(u64, Vec<(i32, i64, i16, i32, i32)>)> {
+        actions
+            .iter()
+            .filter_map(|action| match action {
+                Action::Produce { id, request, .. } => Some((
+                    *id,
+                    request
+                        .topics
+                        .iter()
+                        .flat_map(|topic| topic.partitions.iter())
+                        .map(|partition| {
+                            let batch = RecordBatch::decode(partition.records.clone()).expect("a valid batch");
+                            (partition.index, batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.records_count)
+                        })
+                        .collect(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn answer(partitions: &[(i32, ErrorCode, i64)]) -> ProduceResponse {
+        ProduceResponse {
+            responses: vec![ProduceTopicResponse {
+                name: TOPIC.to_string(),
+                partitions: partitions
+                    .iter()
+                    .map(|&(index, error_code, base_offset)| ProducePartitionResponse {
+                        index,
+                        error_code,
+                        base_offset,
+                        log_append_time_ms: -1,
+                        log_start_offset: 0,
+                        record_errors: Vec::new(),
+                        error_message: None,
+                        current_leader: None,
+                    })
+                    .collect(),
+            }],
+            throttle_time_ms: 0,
+            node_endpoints: Vec::new(),
+        }
+    }
+
+    fn lost_connection() -> ClientError {
+        ClientError::Connection(crate::connection::ConnectionError::Closed { broker: "b:1".to_string() })
+    }
+
+    #[test]
+    fn the_producer_id_comes_first_and_batches_wait_for_linger() {
+        let mut h = Harness::new(config(), false);
+        let mut first = h.append(0, "a");
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::InitProducerId { coordinator: None, request }] if request.producer_id == -1));
+        assert!(produced(&actions).is_empty());
+        h.init(7, 0);
+        assert!(produced(&h.poll()).is_empty(), "linger not over yet");
+        h.advance(Duration::from_millis(5));
+        let sent = produced(&h.poll());
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].1, vec![(0, 7, 0, 0, 1)]);
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 42)]))));
+        assert_eq!(first.try_recv().expect("answered").expect("written"), (42, 1000));
+        assert!(h.core.is_idle());
+    }
+
+    #[test]
+    fn retries_keep_sequence_numbers_and_order_after_a_lost_connection() {
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        let mut replies = Vec::new();
+        // Three batches of two records on partition 0: each request carries one.
+        for batch in 0..3 {
+            replies.push(h.append(0, &format!("r{batch}a")));
+            replies.push(h.append(0, &format!("r{batch}b")));
+            h.core.mark_all_flush();
+        }
+        let sent = produced(&h.poll());
+        let sequences: Vec<i32> = sent.iter().map(|(_, batches)| batches[0].3).collect();
+        assert_eq!(sequences, vec![0, 2, 4], "one batch per partition and request, in order, pipelined");
+        // The first request's connection dies; the broker refuses the others as out of order
+        // (it never got sequence 0).
+        h.core.on_produce(h.now, sent[1].0, Ok(Some(answer(&[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]))));
+        assert!(produced(&h.poll()).is_empty(), "held while batches are in flight");
+        h.core.on_produce(h.now, sent[0].0, Err(lost_connection()));
+        h.core.on_produce(h.now, sent[2].0, Err(lost_connection()));
+        assert!(produced(&h.poll()).is_empty(), "backing off");
+        h.advance(Duration::from_millis(300));
+        let again = produced(&h.poll());
+        let resent: Vec<(i64, i16, i32)> = again.iter().map(|(_, b)| (b[0].1, b[0].2, b[0].3)).collect();
+        assert_eq!(resent, vec![(7, 0, 0), (7, 0, 2), (7, 0, 4)], "the same ids, epoch and sequences, in order");
+        for (index, (id, _)) in again.iter().enumerate() {
+            h.core.on_produce(h.now, *id, Ok(Some(answer(&[(0, ErrorCode::NONE, 10 + 2 * index as i64)]))));
+        }
+        let offsets: Vec<i64> = replies.iter_mut().map(|r| r.try_recv().expect("answered").expect("written").0).collect();
+        assert_eq!(offsets, vec![10, 11, 12, 13, 14, 15]);
+    }
+
+    #[test]
+    fn a_sequence_gap_bumps_the_epoch_and_renumbers_from_zero() {
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        let mut first = h.append(0, "a");
+        h.core.mark_all_flush();
+        let sent = produced(&h.poll());
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 0)]))));
+        assert!(first.try_recv().expect("answered").is_ok());
+        let mut second = h.append(0, "b");
+        let _other = h.append(1, "c");
+        h.core.mark_all_flush();
+        let sent = produced(&h.poll());
+        assert_eq!(sent.len(), 1, "both partitions in one request");
+        // The broker lost partition 0's state (say, an unclean election): a gap at sequence 1.
+        h.core.on_produce(
+            h.now,
+            sent[0].0,
+            Ok(Some(answer(&[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1), (1, ErrorCode::NONE, 5)]))),
+        );
+        let actions = h.poll();
+        assert!(
+            matches!(actions.as_slice(), [Action::InitProducerId { request, .. }] if (request.producer_id, request.producer_epoch) == (7, 0)),
+            "KIP-360: a bump with the current id and epoch: {actions:?}"
+        );
+        h.init(7, 1);
+        let resent = produced(&h.poll());
+        assert_eq!(resent[0].1, vec![(0, 7, 1, 0, 1)], "the new epoch numbers from 0");
+        h.core.on_produce(h.now, resent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 1)]))));
+        assert_eq!(second.try_recv().expect("answered").expect("written").0, 1);
+    }
+
+    #[test]
+    fn a_bump_waits_for_other_partitions_to_resolve_their_old_sequences() {
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        let _a = h.append(0, "a");
+        let mut b = h.append(1, "b");
+        h.core.mark_all_flush();
+        let sent = produced(&h.poll());
+        // Partition 1's answer is lost; partition 0 has a gap.
+        h.core.on_produce(h.now, sent[0].0, Err(lost_connection()));
+        // Both retried: partition 1 with its old sequence must go first, under epoch 0.
+        h.advance(Duration::from_millis(200));
+        let retried = produced(&h.poll());
+        assert_eq!(retried.len(), 1);
+        h.core.on_produce(
+            h.now,
+            retried[0].0,
+            Ok(Some(answer(&[(0, ErrorCode::UNKNOWN_PRODUCER_ID, -1), (1, ErrorCode::NONE, 3)]))),
+        );
+        assert_eq!(b.try_recv().expect("answered").expect("written").0, 3, "resolved under the old epoch");
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::InitProducerId { .. }]), "{actions:?}");
+    }
+
+    #[test]
+    fn delivery_timeout_fails_unsent_records_as_not_written() {
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        h.leaders.clear();
+        let mut reply = h.append(2, "a");
+        let actions = h.poll();
+        h.advance(Duration::from_millis(10));
+        let actions2 = h.poll();
+        assert!(
+            actions.iter().chain(&actions2).any(|a| matches!(a, Action::RefreshMetadata { topics } if topics == &["t".to_string()])),
+            "a partition without a leader asks for metadata"
+        );
+        h.advance(Duration::from_secs(121));
+        h.poll();
+        let error = reply.try_recv().expect("answered").expect_err("timed out");
+        assert!(matches!(error, ClientError::DeliveryTimeout { sent: false, .. }), "{error:?}");
+        assert!(error.to_string().contains("it was not written"), "{error}");
+    }
+
+    fn transactional(tv2: bool) -> Harness {
+        let mut config = config();
+        config.transactional_id = Some("tx".to_string());
+        config.transaction_timeout = Duration::from_secs(10);
+        let mut h = Harness::new(config, tv2);
+        let (done, mut init) = oneshot::channel();
+        h.core.init_transactions(done);
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::FindCoordinator { key, key_type: 1 }] if key == "tx"));
+        h.core.on_find_coordinator(h.now, Ok(3));
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::InitProducerId { coordinator: Some(3), request }] if request.transactional_id.as_deref() == Some("tx")));
+        h.init(9, 4);
+        assert!(init.try_recv().expect("answered").is_ok());
+        h
+    }
+
+    fn end_ok(epoch_after: Option<(i64, i16)>) -> EndTxnResponse {
+        let (producer_id, producer_epoch) = epoch_after.unwrap_or((-1, -1));
+        EndTxnResponse { throttle_time_ms: 0, error_code: ErrorCode::NONE, producer_id, producer_epoch }
+    }
+
+    #[test]
+    fn transaction_version_1_adds_partitions_before_producing_and_ends_after_the_answers() {
+        let mut h = transactional(false);
+        let mut early = h.append(0, "x");
+        let error = early.try_recv().expect("answered").expect_err("no transaction open");
+        assert!(error.to_string().contains("call init_transactions once, then begin_transaction"), "{error}");
+        h.core.begin_transaction().expect("begin");
+        let mut record = h.append(1, "a");
+        h.core.mark_all_flush();
+        let actions = h.poll();
+        assert!(produced(&actions).is_empty(), "not before AddPartitionsToTxn");
+        let add = actions.iter().find_map(|a| match a {
+            Action::AddPartitions { coordinator: 3, request } => Some(request.clone()),
+            _ => None,
+        });
+        let add = add.expect("AddPartitionsToTxn");
+        assert_eq!((add.producer_id, add.producer_epoch, add.topics[0].partitions.clone()), (9, 4, vec![1]));
+        h.core.on_add_partitions(h.now, Ok(AddPartitionsToTxnResponse {
+            throttle_time_ms: 0,
+            results: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopicResult {
+                name: TOPIC.to_string(),
+                partitions: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnPartitionResult {
+                    partition_index: 1,
+                    error_code: ErrorCode::NONE,
+                }],
+            }],
+        }));
+        let actions = h.poll();
+        let sent = produced(&actions);
+        assert_eq!(sent[0].1, vec![(1, 9, 4, 0, 1)]);
+        assert!(matches!(&actions[0], Action::Produce { max_version: 11, request, .. } if request.transactional_id.as_deref() == Some("tx")));
+        let (done, mut commit) = oneshot::channel();
+        h.core.end_transaction(true, done);
+        assert!(!h.poll().iter().any(|a| matches!(a, Action::EndTxn { .. })), "EndTxn waits for the produce answer");
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(1, ErrorCode::NONE, 0)]))));
+        assert!(record.try_recv().expect("answered").is_ok());
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::EndTxn { coordinator: 3, request, max_version: 4 }] if request.committed));
+        h.core.on_end_txn(h.now, Ok(end_ok(None)));
+        assert!(commit.try_recv().expect("answered").is_ok());
+        assert_eq!(h.core.producer_identity(), (9, 4), "TV1 keeps the epoch across transactions");
+        h.core.begin_transaction().expect("the next transaction");
+    }
+
+    #[test]
+    fn transaction_version_2_adds_implicitly_and_takes_the_next_epoch_from_end_txn() {
+        let mut h = transactional(true);
+        h.core.begin_transaction().expect("begin");
+        let _record = h.append(0, "a");
+        h.core.mark_all_flush();
+        let actions = h.poll();
+        assert!(!actions.iter().any(|a| matches!(a, Action::AddPartitions { .. })), "KIP-890: no AddPartitionsToTxn");
+        let sent = produced(&actions);
+        assert!(matches!(&actions[0], Action::Produce { max_version: i16::MAX, .. }));
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 0)]))));
+        let (done, mut commit) = oneshot::channel();
+        h.core.end_transaction(true, done);
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::EndTxn { max_version: i16::MAX, .. }]));
+        h.core.on_end_txn(h.now, Ok(end_ok(Some((9, 5)))));
+        assert!(commit.try_recv().expect("answered").is_ok());
+        assert_eq!(h.core.producer_identity(), (9, 5), "EndTxn v5's epoch");
+        h.core.begin_transaction().expect("begin");
+        let _next = h.append(0, "b");
+        h.core.mark_all_flush();
+        let sent = produced(&h.poll());
+        assert_eq!(sent[0].1, vec![(0, 9, 5, 0, 1)], "the new epoch numbers from 0");
+        // An empty transaction needs no EndTxn.
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 1)]))));
+        let (done, _) = oneshot::channel();
+        h.core.end_transaction(false, done);
+        let _ = h.poll();
+        h.core.on_end_txn(h.now, Ok(end_ok(Some((9, 6)))));
+        h.core.begin_transaction().expect("begin");
+        let (done, mut empty) = oneshot::channel();
+        h.core.end_transaction(true, done);
+        assert!(h.poll().is_empty(), "nothing to end");
+        assert!(empty.try_recv().expect("answered").is_ok());
+    }
+
+    #[test]
+    fn a_fenced_producer_stops_and_a_timed_out_transaction_is_named() {
+        for (wait, timed_out) in [(Duration::from_secs(1), false), (Duration::from_secs(11), true)] {
+            let mut h = transactional(true);
+            h.core.begin_transaction().expect("begin");
+            let mut record = h.append(0, "a");
+            h.advance(wait);
+            let sent = produced(&h.poll());
+            h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::PRODUCER_FENCED, -1)]))));
+            let error = record.try_recv().expect("answered").expect_err("fenced");
+            if timed_out {
+                assert!(matches!(error, ClientError::TransactionTimedOut { timeout_ms: 10_000, .. }), "{error:?}");
+            } else {
+                assert!(matches!(error, ClientError::ProducerFenced { .. }), "{error:?}");
+            }
+            assert!(error.is_fenced());
+            let mut later = h.append(0, "b");
+            assert!(later.try_recv().expect("answered").expect_err("refused").is_fenced());
+            let (done, mut commit) = oneshot::channel();
+            h.core.end_transaction(true, done);
+            assert!(commit.try_recv().expect("answered").expect_err("refused").is_fenced());
+        }
+    }
+
+    #[test]
+    fn a_failed_record_makes_the_transaction_abortable_and_abort_bumps_the_epoch_on_tv1() {
+        let mut h = transactional(false);
+        h.core.begin_transaction().expect("begin");
+        let mut record = h.append(0, "a");
+        h.core.mark_all_flush();
+        let _ = h.poll();
+        h.core.on_add_partitions(h.now, Ok(AddPartitionsToTxnResponse {
+            throttle_time_ms: 0,
+            results: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopicResult {
+                name: TOPIC.to_string(),
+                partitions: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnPartitionResult {
+                    partition_index: 0,
+                    error_code: ErrorCode::NONE,
+                }],
+            }],
+        }));
+        let sent = produced(&h.poll());
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]))));
+        assert!(record.try_recv().expect("answered").is_err());
+        let (done, mut commit) = oneshot::channel();
+        h.core.end_transaction(true, done);
+        let error = commit.try_recv().expect("answered").expect_err("abortable");
+        assert!(matches!(error, ClientError::TransactionAbortable { .. }), "{error:?}");
+        assert!(error.to_string().contains("call abort_transaction"), "{error}");
+        let (done, mut abort) = oneshot::channel();
+        h.core.end_transaction(false, done);
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::EndTxn { request, .. }] if !request.committed));
+        h.core.on_end_txn(h.now, Ok(end_ok(None)));
+        let actions = h.poll();
+        assert!(
+            matches!(actions.as_slice(), [Action::InitProducerId { request, .. }] if (request.producer_id, request.producer_epoch) == (9, 4)),
+            "KIP-360 bump after the abort: {actions:?}"
+        );
+        h.init(9, 5);
+        assert!(abort.try_recv().expect("answered").is_ok());
+        h.core.begin_transaction().expect("a fresh transaction");
+    }
 }
