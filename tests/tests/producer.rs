@@ -43,7 +43,8 @@ fn record(i: usize) -> ProduceRecord {
 #[tokio::test]
 async fn every_codec_round_trips_through_the_java_consumer() {
     let Some(client) = client().await else { return };
-    for compression in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+    for compression in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd]
+    {
         let topic = topic(&client, &format!("producer-codec-{}", compression.id()), 3).await;
         let config = ProducerConfig::default().with_compression(compression).with_linger(Duration::from_millis(20));
         let producer = Producer::new(client.clone(), config).await.expect("producer");
@@ -65,9 +66,9 @@ async fn every_codec_round_trips_through_the_java_consumer() {
         let mut last_offset: BTreeMap<i32, i64> = BTreeMap::new();
         for (i, meta) in written.iter().enumerate() {
             let sent = record(i);
-            let seen = by_position
-                .get(&(meta.partition, meta.offset))
-                .unwrap_or_else(|| panic!("{compression:?}: record {i} at {}-{} not in the log", meta.partition, meta.offset));
+            let seen = by_position.get(&(meta.partition, meta.offset)).unwrap_or_else(|| {
+                panic!("{compression:?}: record {i} at {}-{} not in the log", meta.partition, meta.offset)
+            });
             assert_eq!(seen.key, sent.key.as_deref().map(base64), "{compression:?}: key of record {i}");
             assert_eq!(seen.value, sent.value.as_deref().map(base64), "{compression:?}: value of record {i}");
             assert_eq!(seen.timestamp, sent.timestamp, "{compression:?}: timestamp of record {i}");
@@ -77,7 +78,11 @@ async fn every_codec_round_trips_through_the_java_consumer() {
                 sent.headers.iter().map(|(k, v)| (k.clone(), v.as_deref().map(base64))).collect();
             assert_eq!(seen.headers, headers, "{compression:?}: headers of record {i}");
             if let Some(key) = &sent.key {
-                assert_eq!(meta.partition, key_partition(key, 3), "{compression:?}: record {i}'s key decides its partition");
+                assert_eq!(
+                    meta.partition,
+                    key_partition(key, 3),
+                    "{compression:?}: record {i}'s key decides its partition"
+                );
             }
             // Sent in order from one task: offsets grow in send order within a partition.
             if let Some(previous) = last_offset.insert(meta.partition, meta.offset) {
@@ -155,7 +160,8 @@ async fn acks_leader_and_none_without_idempotence() {
         let mut deliveries = Vec::new();
         for i in 0..20 {
             let value = format!("v{i}");
-            deliveries.push(producer.send(&topic, ProduceRecord::new(None, Some(value.as_bytes()))).await.expect("send"));
+            deliveries
+                .push(producer.send(&topic, ProduceRecord::new(None, Some(value.as_bytes()))).await.expect("send"));
         }
         for (i, delivery) in deliveries.into_iter().enumerate() {
             let written = delivery.await.expect("delivered");
@@ -180,10 +186,7 @@ async fn acks_leader_and_none_without_idempotence() {
 async fn errors_name_the_limit_the_topic_or_the_buffer() {
     let Some(client) = client().await else { return };
     let topic = unique_topic("producer-limits");
-    client
-        .create_topic(&NewTopic::new(&topic, 1, 1).config("max.message.bytes", "2048"))
-        .await
-        .expect("create topic");
+    client.create_topic(&NewTopic::new(&topic, 1, 1).config("max.message.bytes", "2048")).await.expect("create topic");
     let config = ProducerConfig::default().with_max_request_size(64 * 1024);
     let producer = Producer::new(client.clone(), config).await.expect("producer");
 
@@ -246,9 +249,13 @@ async fn flush_sends_without_waiting_for_linger_and_send_to_picks_the_partition(
     for i in 0..10 {
         let tp = TopicPartition::new(&topic, 2);
         let value = format!("v{i}");
-        deliveries.push(producer.send_to(&tp, ProduceRecord::new(Some(b"k"), Some(value.as_bytes()))).await.expect("send"));
+        deliveries
+            .push(producer.send_to(&tp, ProduceRecord::new(Some(b"k"), Some(value.as_bytes()))).await.expect("send"));
     }
-    tokio::time::timeout(Duration::from_secs(10), producer.flush()).await.expect("flush ignores linger").expect("flush");
+    tokio::time::timeout(Duration::from_secs(10), producer.flush())
+        .await
+        .expect("flush ignores linger")
+        .expect("flush");
     for (i, delivery) in deliveries.into_iter().enumerate() {
         let written = delivery.await.expect("delivered");
         assert_eq!((written.partition, written.offset), (2, i as i64));

@@ -33,8 +33,15 @@ fn rounds(variable: &str, default: usize) -> usize {
     std::env::var(variable).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The producer of the fault tests. `SLUICE_PRODUCER_NO_IDEMPOTENCE=1` turns idempotence off (acks
+/// still all), to see the check catch the duplicates that retries then write.
 fn fault_config() -> ProducerConfig {
-    ProducerConfig::default()
+    let config = if std::env::var("SLUICE_PRODUCER_NO_IDEMPOTENCE").is_ok_and(|v| v == "1") {
+        ProducerConfig::default().with_idempotence(false)
+    } else {
+        ProducerConfig::default()
+    };
+    config
         .with_linger(Duration::from_millis(2))
         .with_batch_size(2048)
         .with_request_timeout(Duration::from_secs(5))
@@ -119,8 +126,11 @@ async fn cut_responses_neither_lose_nor_duplicate() {
     let topic = unique_topic("producer-cut");
     admin.create_topic(&NewTopic::new(&topic, PARTITIONS, 1)).await.expect("create topic");
     let proxy = FaultProxy::start("127.0.0.1:19088", "127.0.0.1:19089").expect("fault proxy on 19088");
-    let config = ClientConfig::new(["127.0.0.1:19088"])
-        .with_retry(RetryPolicy::new(Duration::from_millis(50), Duration::from_millis(500), Duration::from_secs(60)));
+    let config = ClientConfig::new(["127.0.0.1:19088"]).with_retry(RetryPolicy::new(
+        Duration::from_millis(50),
+        Duration::from_millis(500),
+        Duration::from_secs(60),
+    ));
     let client = Client::connect(config).await.expect("connect through the proxy");
     let producer = Producer::new(client, fault_config()).await.expect("producer");
     let cuts = rounds("SLUICE_PRODUCER_FAULT_ROUNDS", 4);
@@ -155,7 +165,8 @@ async fn leader_kill_9_neither_loses_nor_duplicates() {
     let config = ClientConfig::new(bootstrap.split(',').map(str::to_string))
         .with_retry(test_retry().with_budget(Duration::from_secs(60)));
     let client = Client::connect(config).await.expect("connect");
-    let producer = Producer::new(client.clone(), fault_config().with_linger(Duration::from_millis(5))).await.expect("producer");
+    let producer =
+        Producer::new(client.clone(), fault_config().with_linger(Duration::from_millis(5))).await.expect("producer");
     let kills = rounds("SLUICE_PRODUCER_CLUSTER_ROUNDS", 1);
     let count = 400 * kills.max(1);
     let faults = async {
@@ -167,7 +178,22 @@ async fn leader_kill_9_neither_loses_nor_duplicates() {
             let killed = Instant::now();
             tokio::task::spawn_blocking(move || broker_script(&["kill-node", &node, "KILL"])).await.expect("kill");
             println!("round {round}: killed leader {leader} (SIGKILL)");
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            // The kill is real only if leadership moves (another test could have left the node
+            // down): wait for a new leader.
+            let partition = TopicPartition::new(&topic, round as i32 % PARTITIONS);
+            loop {
+                assert!(
+                    killed.elapsed() < Duration::from_secs(30),
+                    "round {round}: no new leader after killing {leader}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if let Ok(metadata) = client.refresh_metadata(Some(&[topic.clone()])).await {
+                    if metadata.leader(&partition).is_some_and(|now| now != leader) {
+                        break;
+                    }
+                }
+            }
+            println!("round {round}: leadership moved {} ms after the kill", killed.elapsed().as_millis());
             let node = leader.to_string();
             tokio::task::spawn_blocking(move || broker_script(&["restart-node", &node])).await.expect("restart");
             println!("round {round}: node {leader} back {} ms after the kill", killed.elapsed().as_millis());

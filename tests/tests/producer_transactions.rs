@@ -51,7 +51,9 @@ async fn send_values(producer: &Producer, topic: &str, values: impl IntoIterator
     let mut deliveries = Vec::new();
     for value in values {
         let key = value.clone();
-        deliveries.push(producer.send(topic, ProduceRecord::new(Some(key.as_bytes()), Some(value.as_bytes()))).await.expect("send"));
+        deliveries.push(
+            producer.send(topic, ProduceRecord::new(Some(key.as_bytes()), Some(value.as_bytes()))).await.expect("send"),
+        );
     }
     for delivery in deliveries {
         delivery.await.expect("delivered");
@@ -248,7 +250,11 @@ async fn a_killed_transactional_producer_leaves_nothing_visible() {
         successor.commit_transaction().await.expect("commit");
         successor.close(Duration::from_secs(10)).await.expect("close");
         let (committed, _) = java_dump_at(&bootstrap, &topic, "read_committed");
-        assert_eq!(values(&committed), encoded((0..4).map(|i| format!("after-{i}"))), "TV{version}: nothing of the killed one");
+        assert_eq!(
+            values(&committed),
+            encoded((0..4).map(|i| format!("after-{i}"))),
+            "TV{version}: nothing of the killed one"
+        );
     }
 }
 

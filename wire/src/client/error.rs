@@ -334,11 +334,9 @@ impl ClientError {
                 position: *position,
                 end_offset: *end_offset,
             },
-            ClientError::TopicRecreated { topic, old_id, new_id } => ClientError::TopicRecreated {
-                topic: topic.clone(),
-                old_id: old_id.clone(),
-                new_id: new_id.clone(),
-            },
+            ClientError::TopicRecreated { topic, old_id, new_id } => {
+                ClientError::TopicRecreated { topic: topic.clone(), old_id: old_id.clone(), new_id: new_id.clone() }
+            }
             ClientError::RetriesExhausted { what, attempts, last } => ClientError::RetriesExhausted {
                 what: what.clone(),
                 attempts: *attempts,
@@ -359,15 +357,13 @@ impl ClientError {
                 transactional_id: transactional_id.clone(),
                 cause: Box::new(cause.duplicate()),
             },
-            ClientError::RecordTooLarge { topic, partition, size, limit, limit_bytes } => {
-                ClientError::RecordTooLarge {
-                    topic: topic.clone(),
-                    partition: *partition,
-                    size: *size,
-                    limit,
-                    limit_bytes: *limit_bytes,
-                }
-            }
+            ClientError::RecordTooLarge { topic, partition, size, limit, limit_bytes } => ClientError::RecordTooLarge {
+                topic: topic.clone(),
+                partition: *partition,
+                size: *size,
+                limit,
+                limit_bytes: *limit_bytes,
+            },
             ClientError::DeliveryTimeout { topic, partition, timeout_ms, sent } => ClientError::DeliveryTimeout {
                 topic: topic.clone(),
                 partition: *partition,
@@ -475,7 +471,9 @@ impl std::fmt::Display for ClientError {
                     write!(f, " ({size} bytes encoded)")?;
                 }
                 match (limit_bytes, *limit) {
-                    (Some(bytes), limit) => write!(f, ": the producer's {limit} is {bytes} bytes; raise it or send smaller records"),
+                    (Some(bytes), limit) => {
+                        write!(f, ": the producer's {limit} is {bytes} bytes; raise it or send smaller records")
+                    }
                     (None, limit) => write!(
                         f,
                         ": the broker refused it ({limit}); raise the topic's max.message.bytes (and the \

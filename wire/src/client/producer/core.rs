@@ -109,18 +109,44 @@ pub(crate) struct CoreConfig {
 pub(crate) enum Action {
     /// A produce request to `broker`, at most at `max_version`; answer with
     /// [`ProducerCore::on_produce`] (for acks 0, with `Ok(None)` once written).
-    Produce { id: u64, broker: i32, request: ProduceRequest, max_version: i16 },
+    Produce {
+        id: u64,
+        broker: i32,
+        request: ProduceRequest,
+        max_version: i16,
+    },
     /// InitProducerId to the transaction coordinator, or any broker when `coordinator` is None.
-    InitProducerId { coordinator: Option<i32>, request: InitProducerIdRequest },
+    InitProducerId {
+        coordinator: Option<i32>,
+        request: InitProducerIdRequest,
+    },
     /// FindCoordinator for the transactional id.
-    FindCoordinator { key: String, key_type: i8 },
-    AddPartitions { coordinator: i32, request: AddPartitionsToTxnRequest },
-    AddOffsets { coordinator: i32, request: AddOffsetsToTxnRequest },
+    FindCoordinator {
+        key: String,
+        key_type: i8,
+    },
+    AddPartitions {
+        coordinator: i32,
+        request: AddPartitionsToTxnRequest,
+    },
+    AddOffsets {
+        coordinator: i32,
+        request: AddOffsetsToTxnRequest,
+    },
     /// TxnOffsetCommit to the group's coordinator (the driver looks it up).
-    TxnOffsetCommit { request: TxnOffsetCommitRequest, max_version: i16 },
-    EndTxn { coordinator: i32, request: EndTxnRequest, max_version: i16 },
+    TxnOffsetCommit {
+        request: TxnOffsetCommitRequest,
+        max_version: i16,
+    },
+    EndTxn {
+        coordinator: i32,
+        request: EndTxnRequest,
+        max_version: i16,
+    },
     /// Metadata for topics whose partitions have no known leader.
-    RefreshMetadata { topics: Vec<String> },
+    RefreshMetadata {
+        topics: Vec<String>,
+    },
 }
 
 /// One record batch of one partition.
@@ -219,8 +245,14 @@ enum OffsetsStage {
 #[derive(Debug)]
 enum TxnOp {
     Init,
-    SendOffsets { group: ConsumerGroupMetadata, offsets: BTreeMap<TopicPartition, i64>, stage: OffsetsStage },
-    End { commit: bool },
+    SendOffsets {
+        group: ConsumerGroupMetadata,
+        offsets: BTreeMap<TopicPartition, i64>,
+        stage: OffsetsStage,
+    },
+    End {
+        commit: bool,
+    },
     /// Transaction version 1, after an abort whose sequence state was lost: InitProducerId with
     /// the current id and epoch (KIP-360).
     BumpAfterAbort,
@@ -364,7 +396,8 @@ impl ProducerCore {
         let record_size = record_size(&record);
         let fits = partition.queue.back().is_some_and(|batch| {
             batch.builder.as_ref().is_some_and(|builder| {
-                !batch.flush && builder.uncompressed_size() + record_size <= batch_size.max(BATCH_OVERHEAD + record_size)
+                !batch.flush
+                    && builder.uncompressed_size() + record_size <= batch_size.max(BATCH_OVERHEAD + record_size)
             })
         });
         if !fits {
@@ -577,9 +610,10 @@ impl ProducerCore {
                 message: format!("{what} needs a transactional_id in the producer config"),
             },
             Some(txn) => match &txn.phase {
-                Phase::Abortable(error) => {
-                    ClientError::TransactionAbortable { transactional_id: txn.id.clone(), cause: Box::new(error.duplicate()) }
-                }
+                Phase::Abortable(error) => ClientError::TransactionAbortable {
+                    transactional_id: txn.id.clone(),
+                    cause: Box::new(error.duplicate()),
+                },
                 phase if txn.op.is_some() => ClientError::InvalidArgument {
                     message: format!(
                         "transactional producer `{}`: {what} while another transaction call is running ({})",
@@ -790,8 +824,11 @@ impl ProducerCore {
         if self.bump && !self.quiesced() {
             return;
         }
-        let (producer_id, producer_epoch) =
-            if self.bump && self.identity == Identity::Known { (self.producer_id, self.producer_epoch) } else { (-1, -1) };
+        let (producer_id, producer_epoch) = if self.bump && self.identity == Identity::Known {
+            (self.producer_id, self.producer_epoch)
+        } else {
+            (-1, -1)
+        };
         self.identity = Identity::Requested;
         self.outbox.push_back(Action::InitProducerId {
             coordinator: None,
@@ -830,7 +867,8 @@ impl ProducerCore {
         let transactional = self.transaction.is_some();
         let error = match result {
             Ok(response) if response.error_code.is_ok() => {
-                let changed = (response.producer_id, response.producer_epoch) != (self.producer_id, self.producer_epoch);
+                let changed =
+                    (response.producer_id, response.producer_epoch) != (self.producer_id, self.producer_epoch);
                 self.producer_id = response.producer_id;
                 self.producer_epoch = response.producer_epoch;
                 self.identity = Identity::Known;
@@ -962,15 +1000,29 @@ impl ProducerCore {
         }
     }
 
+    /// Builds produce requests while brokers have room for more in flight: one batch per
+    /// partition per request, so a partition's next batches go in the next requests
+    /// (pipelined, up to `max_in_flight`).
     fn drain(
         &mut self,
         now: Instant,
         leader: &dyn Fn(&TopicPartition) -> Option<i32>,
         connected: &dyn Fn(i32) -> bool,
     ) {
+        while self.drain_once(now, leader, connected) {}
+    }
+
+    /// One request per broker at most; whether any was built.
+    fn drain_once(
+        &mut self,
+        now: Instant,
+        leader: &dyn Fn(&TopicPartition) -> Option<i32>,
+        connected: &dyn Fn(i32) -> bool,
+    ) -> bool {
         if !self.can_produce() {
-            return;
+            return false;
         }
+        let mut built_any = false;
         let max_version = if self.tv2 { i16::MAX } else { PRODUCE_MAX_VERSION_TV1 };
         // Which broker each sendable partition goes to.
         let mut by_broker: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
@@ -1031,7 +1083,11 @@ impl ProducerCore {
                     partition.next_sequence = partition.next_sequence.wrapping_add(batch.count());
                 }
                 let sequence = batch.sequence.unwrap_or(-1);
-                let stamp = if self.config.idempotent { (self.producer_id, self.producer_epoch, sequence) } else { (-1, -1, -1) };
+                let stamp = if self.config.idempotent {
+                    (self.producer_id, self.producer_epoch, sequence)
+                } else {
+                    (-1, -1, -1)
+                };
                 if let Err(error) = encode(&mut batch, stamp) {
                     let error = ClientError::Records {
                         topic: tp.topic.clone(),
@@ -1080,7 +1136,9 @@ impl ProducerCore {
             }
             self.requests.insert(id, InFlight { broker, batches });
             self.outbox.push_back(Action::Produce { id, broker, request, max_version });
+            built_any = true;
         }
+        built_any
     }
 
     /// The answer to produce request `id`: the response (`None` for acks 0: written, no
@@ -1152,7 +1210,9 @@ impl ProducerCore {
                 let details: Vec<String> = answer
                     .record_errors
                     .iter()
-                    .map(|e| format!("record {}: {}", e.batch_index, e.batch_index_error_message.as_deref().unwrap_or("")))
+                    .map(|e| {
+                        format!("record {}: {}", e.batch_index, e.batch_index_error_message.as_deref().unwrap_or(""))
+                    })
                     .collect();
                 let joined = details.join("; ");
                 message = Some(match message {
@@ -1244,7 +1304,8 @@ impl ProducerCore {
 
     /// A retriable failure: back to the queue, or failed when retries or time ran out.
     fn retry_batch(&mut self, now: Instant, tp: TopicPartition, batch: Batch, error: &ClientError) {
-        let out_of_time = now + self.config.retry.base_delay(batch.attempts) >= batch.created + self.config.delivery_timeout;
+        let out_of_time =
+            now + self.config.retry.base_delay(batch.attempts) >= batch.created + self.config.delivery_timeout;
         if batch.attempts > self.config.retries || out_of_time {
             let error = if out_of_time {
                 ClientError::DeliveryTimeout {
@@ -1265,11 +1326,7 @@ impl ProducerCore {
             self.complete_batch(batch, Err(error), 0, -1);
             return;
         }
-        tracing::warn!(
-            attempt = batch.attempts,
-            "Produce to {tp} failed: {}; retrying",
-            crate::retry::chain(error)
-        );
+        tracing::warn!(attempt = batch.attempts, "Produce to {tp} failed: {}; retrying", crate::retry::chain(error));
         self.requeue(now, tp, batch, true);
     }
 
@@ -1327,7 +1384,10 @@ impl ProducerCore {
         let idle = self.requests.is_empty() && self.partitions.values().all(|p| p.queue.is_empty() && p.in_flight == 0);
         let Some(txn) = self.transaction.as_mut() else { return };
         if txn.coordinator.is_none() {
-            if !txn.finding_coordinator && txn.op_retry_at.is_none_or(|at| now >= at) && (txn.op.is_some() || needs_coordinator(&txn.phase)) {
+            if !txn.finding_coordinator
+                && txn.op_retry_at.is_none_or(|at| now >= at)
+                && (txn.op.is_some() || needs_coordinator(&txn.phase))
+            {
                 txn.finding_coordinator = true;
                 txn.op_retry_at = None;
                 self.outbox.push_back(Action::FindCoordinator { key: txn.id.clone(), key_type: KEY_TYPE_TRANSACTION });
@@ -1716,7 +1776,11 @@ impl ProducerCore {
         let code = error.code();
         if matches!(
             code,
-            Some(ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            Some(
+                ErrorCode::PRODUCER_FENCED
+                    | ErrorCode::INVALID_PRODUCER_EPOCH
+                    | ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            )
         ) {
             self.fail_fatally(error);
             return;
@@ -1872,12 +1936,15 @@ mod tests {
         }
 
         fn init(&mut self, id: i64, epoch: i16) {
-            self.core.on_init_producer_id(self.now, Ok(InitProducerIdResponse {
-                throttle_time_ms: 0,
-                error_code: ErrorCode::NONE,
-                producer_id: id,
-                producer_epoch: epoch,
-            }));
+            self.core.on_init_producer_id(
+                self.now,
+                Ok(InitProducerIdResponse {
+                    throttle_time_ms: 0,
+                    error_code: ErrorCode::NONE,
+                    producer_id: id,
+                    producer_epoch: epoch,
+                }),
+            );
         }
     }
 
@@ -1894,7 +1961,13 @@ mod tests {
                         .flat_map(|topic| topic.partitions.iter())
                         .map(|partition| {
                             let batch = RecordBatch::decode(partition.records.clone()).expect("a valid batch");
-                            (partition.index, batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.records_count)
+                            (
+                                partition.index,
+                                batch.producer_id,
+                                batch.producer_epoch,
+                                batch.base_sequence,
+                                batch.records_count,
+                            )
                         })
                         .collect(),
                 )),
@@ -1935,7 +2008,9 @@ mod tests {
         let mut h = Harness::new(config(), false);
         let mut first = h.append(0, "a");
         let actions = h.poll();
-        assert!(matches!(actions.as_slice(), [Action::InitProducerId { coordinator: None, request }] if request.producer_id == -1));
+        assert!(
+            matches!(actions.as_slice(), [Action::InitProducerId { coordinator: None, request }] if request.producer_id == -1)
+        );
         assert!(produced(&actions).is_empty());
         h.init(7, 0);
         assert!(produced(&h.poll()).is_empty(), "linger not over yet");
@@ -1976,7 +2051,8 @@ mod tests {
         for (index, (id, _)) in again.iter().enumerate() {
             h.core.on_produce(h.now, *id, Ok(Some(answer(&[(0, ErrorCode::NONE, 10 + 2 * index as i64)]))));
         }
-        let offsets: Vec<i64> = replies.iter_mut().map(|r| r.try_recv().expect("answered").expect("written").0).collect();
+        let offsets: Vec<i64> =
+            replies.iter_mut().map(|r| r.try_recv().expect("answered").expect("written").0).collect();
         assert_eq!(offsets, vec![10, 11, 12, 13, 14, 15]);
     }
 
@@ -2046,7 +2122,10 @@ mod tests {
         h.advance(Duration::from_millis(10));
         let actions2 = h.poll();
         assert!(
-            actions.iter().chain(&actions2).any(|a| matches!(a, Action::RefreshMetadata { topics } if topics == &["t".to_string()])),
+            actions
+                .iter()
+                .chain(&actions2)
+                .any(|a| matches!(a, Action::RefreshMetadata { topics } if topics == &["t".to_string()])),
             "a partition without a leader asks for metadata"
         );
         h.advance(Duration::from_secs(121));
@@ -2067,7 +2146,9 @@ mod tests {
         assert!(matches!(actions.as_slice(), [Action::FindCoordinator { key, key_type: 1 }] if key == "tx"));
         h.core.on_find_coordinator(h.now, Ok(3));
         let actions = h.poll();
-        assert!(matches!(actions.as_slice(), [Action::InitProducerId { coordinator: Some(3), request }] if request.transactional_id.as_deref() == Some("tx")));
+        assert!(
+            matches!(actions.as_slice(), [Action::InitProducerId { coordinator: Some(3), request }] if request.transactional_id.as_deref() == Some("tx"))
+        );
         h.init(9, 4);
         assert!(init.try_recv().expect("answered").is_ok());
         h
@@ -2095,27 +2176,36 @@ mod tests {
         });
         let add = add.expect("AddPartitionsToTxn");
         assert_eq!((add.producer_id, add.producer_epoch, add.topics[0].partitions.clone()), (9, 4, vec![1]));
-        h.core.on_add_partitions(h.now, Ok(AddPartitionsToTxnResponse {
-            throttle_time_ms: 0,
-            results: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopicResult {
-                name: TOPIC.to_string(),
-                partitions: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnPartitionResult {
-                    partition_index: 1,
-                    error_code: ErrorCode::NONE,
+        h.core.on_add_partitions(
+            h.now,
+            Ok(AddPartitionsToTxnResponse {
+                throttle_time_ms: 0,
+                results: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopicResult {
+                    name: TOPIC.to_string(),
+                    partitions: vec![
+                        crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnPartitionResult {
+                            partition_index: 1,
+                            error_code: ErrorCode::NONE,
+                        },
+                    ],
                 }],
-            }],
-        }));
+            }),
+        );
         let actions = h.poll();
         let sent = produced(&actions);
         assert_eq!(sent[0].1, vec![(1, 9, 4, 0, 1)]);
-        assert!(matches!(&actions[0], Action::Produce { max_version: 11, request, .. } if request.transactional_id.as_deref() == Some("tx")));
+        assert!(
+            matches!(&actions[0], Action::Produce { max_version: 11, request, .. } if request.transactional_id.as_deref() == Some("tx"))
+        );
         let (done, mut commit) = oneshot::channel();
         h.core.end_transaction(true, done);
         assert!(!h.poll().iter().any(|a| matches!(a, Action::EndTxn { .. })), "EndTxn waits for the produce answer");
         h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(1, ErrorCode::NONE, 0)]))));
         assert!(record.try_recv().expect("answered").is_ok());
         let actions = h.poll();
-        assert!(matches!(actions.as_slice(), [Action::EndTxn { coordinator: 3, request, max_version: 4 }] if request.committed));
+        assert!(
+            matches!(actions.as_slice(), [Action::EndTxn { coordinator: 3, request, max_version: 4 }] if request.committed)
+        );
         h.core.on_end_txn(h.now, Ok(end_ok(None)));
         assert!(commit.try_recv().expect("answered").is_ok());
         assert_eq!(h.core.producer_identity(), (9, 4), "TV1 keeps the epoch across transactions");
@@ -2189,16 +2279,21 @@ mod tests {
         let mut record = h.append(0, "a");
         h.core.mark_all_flush();
         let _ = h.poll();
-        h.core.on_add_partitions(h.now, Ok(AddPartitionsToTxnResponse {
-            throttle_time_ms: 0,
-            results: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopicResult {
-                name: TOPIC.to_string(),
-                partitions: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnPartitionResult {
-                    partition_index: 0,
-                    error_code: ErrorCode::NONE,
+        h.core.on_add_partitions(
+            h.now,
+            Ok(AddPartitionsToTxnResponse {
+                throttle_time_ms: 0,
+                results: vec![crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnTopicResult {
+                    name: TOPIC.to_string(),
+                    partitions: vec![
+                        crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnPartitionResult {
+                            partition_index: 0,
+                            error_code: ErrorCode::NONE,
+                        },
+                    ],
                 }],
-            }],
-        }));
+            }),
+        );
         let sent = produced(&h.poll());
         h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]))));
         assert!(record.try_recv().expect("answered").is_err());

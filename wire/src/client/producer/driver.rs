@@ -41,7 +41,11 @@ enum Event {
     FoundCoordinator(Result<i32, ClientError>),
     AddedPartitions(Result<AddPartitionsToTxnResponse, ClientError>),
     AddedOffsets(Result<AddOffsetsToTxnResponse, ClientError>),
-    CommittedOffsets { group_id: String, coordinator: Option<i32>, result: Result<TxnOffsetCommitResponse, ClientError> },
+    CommittedOffsets {
+        group_id: String,
+        coordinator: Option<i32>,
+        result: Result<TxnOffsetCommitResponse, ClientError>,
+    },
     EndedTxn(Result<EndTxnResponse, ClientError>),
     Metadata,
 }
@@ -97,7 +101,16 @@ impl Driver {
             };
             tokio::select! {
                 command = self.commands.recv(), if self.commands_open => match command {
-                    Some(command) => self.on_command(Instant::now(), command),
+                    Some(command) => {
+                        let now = Instant::now();
+                        self.on_command(now, command);
+                        // Records come in bursts: take what is queued before working out what
+                        // to send, so that one poll serves many appends.
+                        for _ in 0..1024 {
+                            let Ok(command) = self.commands.try_recv() else { break };
+                            self.on_command(now, command);
+                        }
+                    }
                     None => {
                         // Every handle was dropped without `close`: finish what was sent.
                         self.commands_open = false;

@@ -153,7 +153,11 @@ impl Default for ProducerConfig {
             delivery_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(30),
             retries: u32::MAX,
-            retry: crate::RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(1), Duration::from_secs(120)),
+            retry: crate::RetryPolicy::new(
+                Duration::from_millis(100),
+                Duration::from_secs(1),
+                Duration::from_secs(120),
+            ),
             buffer_memory: 32 << 20,
             max_block: Duration::from_secs(60),
             max_request_size: 1 << 20,
@@ -269,14 +273,17 @@ impl ProducerConfig {
 
     /// Whether the producer will be idempotent with these settings.
     pub fn is_idempotent(&self) -> bool {
-        self.idempotence.unwrap_or(self.transactional_id.is_some() || (self.acks == Acks::All && self.max_in_flight <= 5))
+        self.idempotence
+            .unwrap_or(self.transactional_id.is_some() || (self.acks == Acks::All && self.max_in_flight <= 5))
     }
 
     /// Checks what would break idempotence or hang the producer, naming the settings.
     fn validate(&self) -> Result<(), ClientError> {
         let invalid = |message: String| Err(ClientError::InvalidArgument { message });
         if self.transactional_id.is_some() && self.idempotence == Some(false) {
-            return invalid("a transactional producer is idempotent: drop `idempotence = false` or the transactional_id".into());
+            return invalid(
+                "a transactional producer is idempotent: drop `idempotence = false` or the transactional_id".into(),
+            );
         }
         if let Some(id) = &self.transactional_id {
             if id.is_empty() || id.len() > i16::MAX as usize {
@@ -314,7 +321,10 @@ impl ProducerConfig {
         if self.request_timeout.is_zero() {
             return invalid("request_timeout must be above zero".into());
         }
-        if self.batch_size == 0 || self.max_request_size < 1024 || self.buffer_memory < self.max_request_size.min(self.batch_size) {
+        if self.batch_size == 0
+            || self.max_request_size < 1024
+            || self.buffer_memory < self.max_request_size.min(self.batch_size)
+        {
             return invalid(format!(
                 "batch_size ({}) must be above 0, max_request_size ({}) at least 1024 and buffer_memory ({}) at least \
                  one batch",
@@ -351,7 +361,12 @@ pub struct ConsumerGroupMetadata {
 impl ConsumerGroupMetadata {
     /// A group without member details: the coordinator checks only the group id.
     pub fn new(group_id: impl Into<String>) -> Self {
-        ConsumerGroupMetadata { group_id: group_id.into(), generation_id: -1, member_id: String::new(), group_instance_id: None }
+        ConsumerGroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
     }
 
     /// The same group with a member's generation (or epoch) and member id.
@@ -490,7 +505,8 @@ impl Producer {
     /// [`Producer::init_transactions`]).
     pub async fn new(client: Client, config: ProducerConfig) -> Result<Producer, ClientError> {
         config.validate()?;
-        let transaction_version = if config.transactional_id.is_some() { client.transaction_version().await? } else { 0 };
+        let transaction_version =
+            if config.transactional_id.is_some() { client.transaction_version().await? } else { 0 };
         let memory = Arc::new(Semaphore::new(config.buffer_memory));
         let core_config = core::CoreConfig {
             acks: config.acks.wire(),
@@ -554,7 +570,11 @@ impl Producer {
     }
 
     /// Sends `record` to the given partition, bypassing the partitioner.
-    pub async fn send_to(&self, topic_partition: &TopicPartition, record: ProduceRecord) -> Result<DeliveryFuture, ClientError> {
+    pub async fn send_to(
+        &self,
+        topic_partition: &TopicPartition,
+        record: ProduceRecord,
+    ) -> Result<DeliveryFuture, ClientError> {
         let size = self.check_size(&topic_partition.topic, Some(topic_partition.partition), &record)?;
         let count = self.partition_count(&topic_partition.topic).await?;
         if !(0..count).contains(&topic_partition.partition) {

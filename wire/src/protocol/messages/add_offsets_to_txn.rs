@@ -97,10 +97,7 @@ mod tests {
             producer_epoch: 2,
             group_id: "g".into(),
         };
-        assert_eq!(
-            request_bytes(&request, 0),
-            [0, 2, b't', b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0, 2, 0, 1, b'g']
-        );
+        assert_eq!(request_bytes(&request, 0), [0, 2, b't', b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0, 2, 0, 1, b'g']);
         assert_eq!(request_bytes(&request, 3), [3, b't', b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0, 2, 2, b'g', 0]);
     }
 }

@@ -100,7 +100,6 @@ impl Response for AddPartitionsToTxnResponse {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,8 +126,9 @@ mod tests {
     }
 
     fn response() -> impl Strategy<Value = AddPartitionsToTxnResponse> {
-        let partition = (any::<i32>(), error_code())
-            .prop_map(|(partition_index, error_code)| AddPartitionsToTxnPartitionResult { partition_index, error_code });
+        let partition = (any::<i32>(), error_code()).prop_map(|(partition_index, error_code)| {
+            AddPartitionsToTxnPartitionResult { partition_index, error_code }
+        });
         let topic = (name(), small_vec(partition, 4))
             .prop_map(|(name, partitions)| AddPartitionsToTxnTopicResult { name, partitions });
         (any::<i32>(), small_vec(topic, 3))
@@ -159,7 +159,10 @@ mod tests {
         };
         assert_eq!(
             request_bytes(&request, 0),
-            [0, 2, b't', b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0, 2, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3]
+            [
+                0, 2, b't', b'x', 0, 0, 0, 0, 0, 0, 0, 7, 0, 2, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0,
+                0, 3
+            ]
         );
         assert_eq!(
             request_bytes(&request, 3),

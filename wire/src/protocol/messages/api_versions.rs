@@ -132,7 +132,10 @@ impl Response for ApiVersionsResponse {
         if flexible {
             reader.tagged_fields(|tag, field| {
                 match tag {
-                    1 => finalized_features_epoch = finish_tagged(field, "finalized features epoch", |f| f.i64("finalized features epoch"))?,
+                    1 => {
+                        finalized_features_epoch =
+                            finish_tagged(field, "finalized features epoch", |f| f.i64("finalized features epoch"))?
+                    }
                     2 => {
                         finalized_features = finish_tagged(field, "finalized features", |f| {
                             read_array(f, true, 1 + 2 + 2 + 1, "finalized features", |r| {
@@ -215,9 +218,17 @@ mod tests {
             ),
             0i64..1000,
         )
-            .prop_map(|(error_code, api_keys, throttle_time_ms, finalized_features, finalized_features_epoch)| {
-                ApiVersionsResponse { error_code, api_keys, throttle_time_ms, finalized_features, finalized_features_epoch }
-            })
+            .prop_map(
+                |(error_code, api_keys, throttle_time_ms, finalized_features, finalized_features_epoch)| {
+                    ApiVersionsResponse {
+                        error_code,
+                        api_keys,
+                        throttle_time_ms,
+                        finalized_features,
+                        finalized_features_epoch,
+                    }
+                },
+            )
     }
 
     proptest! {

@@ -448,11 +448,8 @@ pub(crate) fn restamp(bytes: &[u8], producer_id: i64, producer_epoch: i16, base_
     if out.len() < BATCH_HEADER_LEN {
         return out;
     }
-    let fields = producer_id
-        .to_be_bytes()
-        .into_iter()
-        .chain(producer_epoch.to_be_bytes())
-        .chain(base_sequence.to_be_bytes());
+    let fields =
+        producer_id.to_be_bytes().into_iter().chain(producer_epoch.to_be_bytes()).chain(base_sequence.to_be_bytes());
     for (slot, byte) in out.iter_mut().skip(43).zip(fields) {
         *slot = byte;
     }
