@@ -34,7 +34,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-HOME_DIR="$ROOT/.kafka"
+# The physical path: broker processes are found by the config path in their command line, which
+# must match however .kafka was reached (a worktree may link it to the main checkout's).
+HOME_DIR="$(cd "$ROOT/.kafka" 2>/dev/null && pwd -P || echo "$ROOT/.kafka")"
 LIB="$HOME_DIR/lib"
 CLASSES="$HOME_DIR/java-classes"
 POM="$ROOT/tests/kafka/pom.xml"
