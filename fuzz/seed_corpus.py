@@ -67,6 +67,8 @@ put("end_txn", "v5-next-epoch", bytes([5]) + struct.pack(">ihqh", 0, 0, 4000, 3)
 put("txn_offset_commit", "v0", bytes([0]) + struct.pack(">ii", 0, 1) + s16(b"t") + struct.pack(">i", 1) + struct.pack(">ih", 0, 0))
 put("txn_offset_commit", "v5-flexible", bytes([5]) + struct.pack(">i", 0) + b"\x02" + b"\x02t" + b"\x02"
     + struct.pack(">ih", 0, 25) + b"\x00" + b"\x00" + b"\x00")
+# producer_core: its seeds in corpus/producer_core/ are hand-made operation sequences (see the
+# target in src/targets.rs); this script leaves them alone.
 # Produce with per-record errors (v8+, KIP-467): INVALID_RECORD on records 0 and 3.
 put("produce", "v8-record-errors", bytes([8 - 3]) + struct.pack(">i", 1) + s16(b"t") + struct.pack(">i", 1)
     + struct.pack(">ihqqq", 0, 87, -1, -1, 0) + struct.pack(">i", 2) + struct.pack(">i", 0) + s16(b"bad key")

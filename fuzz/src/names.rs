@@ -36,6 +36,7 @@ pub const TARGETS: &[&str] = &[
     "record_batch",
     "read_committed",
     "fetch_state",
+    "producer_core",
     "scram",
     "pem",
     "zstd",

@@ -273,3 +273,39 @@ async fn flush_sends_without_waiting_for_linger_and_send_to_picks_the_partition(
         Err(other) => panic!("a closed producer refuses records: {other:?}"),
     }
 }
+
+/// Sends everything to the last partition.
+#[derive(Debug)]
+struct LastPartition;
+
+impl sluice_wire::Partitioner for LastPartition {
+    fn partition(&self, _topic: &str, _key: Option<&[u8]>, _value: Option<&[u8]>, partition_count: i32) -> i32 {
+        partition_count - 1
+    }
+}
+
+#[tokio::test]
+async fn a_custom_partitioner_decides_and_a_full_buffer_makes_send_wait() {
+    let Some(client) = client().await else { return };
+    let topic = topic(&client, "producer-custom", 4).await;
+    // 4 KiB of buffer for 60 records of 900 bytes: `send` must wait for acknowledgements.
+    let config = ProducerConfig::default()
+        .with_partitioner(std::sync::Arc::new(LastPartition))
+        .with_buffer_memory(4096)
+        .with_batch_size(1024)
+        .with_max_request_size(1024)
+        .with_linger(Duration::ZERO);
+    let producer = Producer::new(client.clone(), config).await.expect("producer");
+    let value = vec![3u8; 900];
+    let mut deliveries = Vec::new();
+    for _ in 0..60 {
+        deliveries.push(
+            producer.send(&topic, ProduceRecord::new(Some(b"k"), Some(&value))).await.expect("send waits for room"),
+        );
+    }
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        let written = delivery.await.expect("delivered");
+        assert_eq!((written.partition, written.offset), (3, i as i64), "the custom partitioner's choice, in order");
+    }
+    producer.close(Duration::from_secs(10)).await.expect("close");
+}

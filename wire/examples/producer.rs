@@ -60,7 +60,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     producer.begin_transaction().await?;
     for i in 0..10 {
         let value = format!(r#"{{"txn":{i}}}"#);
-        let _ = producer.send(&topic, ProduceRecord::new(None, Some(value.as_bytes()))).await?;
+        // The commit waits for every record of the transaction: no need to keep the futures.
+        drop(producer.send(&topic, ProduceRecord::new(None, Some(value.as_bytes()))).await?);
     }
     match producer.commit_transaction().await {
         Ok(()) => println!("committed 10 records in one transaction"),

@@ -183,6 +183,8 @@ mod protocol;
 pub use client::fetch_state;
 #[cfg(feature = "unstable")]
 pub use client::group;
+#[cfg(feature = "unstable")]
+pub use client::producer::core as producer_core;
 
 pub use client::{
     key_partition, murmur2, Acks, BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata,

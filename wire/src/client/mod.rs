@@ -19,7 +19,7 @@ pub mod group;
 mod group_consumer;
 mod metadata;
 mod produce;
-mod producer;
+pub(crate) mod producer;
 
 pub use admin::NewTopic;
 pub use consumer::{Consumer, FetchConfig, PartitionBatch};

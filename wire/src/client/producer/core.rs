@@ -48,7 +48,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::{oneshot, Semaphore};
+pub use tokio::sync::oneshot;
+use tokio::sync::Semaphore;
 
 use super::ConsumerGroupMetadata;
 use crate::client::{ClientError, ProduceRecord, TopicPartition};
@@ -69,16 +70,16 @@ use crate::protocol::{ApiKey, ErrorCode};
 use crate::retry::RetryPolicy;
 
 /// Where a record's result goes: its offset (-1 when unknown: acks 0) and timestamp.
-pub(crate) type Reply = oneshot::Sender<Result<(i64, i64), ClientError>>;
+pub type Reply = oneshot::Sender<Result<(i64, i64), ClientError>>;
 /// Where the result of a flush or a transaction call goes.
-pub(crate) type Done = oneshot::Sender<Result<(), ClientError>>;
+pub type Done = oneshot::Sender<Result<(), ClientError>>;
 
 /// Produce v12 differs from v11 only in that it lets the broker add partitions to a
 /// transaction implicitly (KIP-890): a producer on transaction version 1 stops at v11.
-pub(crate) const PRODUCE_MAX_VERSION_TV1: i16 = 11;
+pub const PRODUCE_MAX_VERSION_TV1: i16 = 11;
 /// Bytes a record takes besides its key, value and headers (length, attributes, deltas,
 /// lengths): an upper bound used for sizing batches and the buffer.
-pub(crate) const RECORD_OVERHEAD: usize = 21;
+pub const RECORD_OVERHEAD: usize = 21;
 /// Bytes of a batch header and a produce request's per-partition framing.
 const BATCH_OVERHEAD: usize = 61 + 16;
 /// The pause before retrying a coordinator request the coordinator is not ready for
@@ -87,7 +88,7 @@ const COORDINATOR_RETRY: Duration = Duration::from_millis(20);
 
 /// The settings the core works with (the public `ProducerConfig`, validated).
 #[derive(Debug, Clone)]
-pub(crate) struct CoreConfig {
+pub struct CoreConfig {
     /// 0, 1 or -1.
     pub acks: i16,
     pub linger: Duration,
@@ -106,7 +107,7 @@ pub(crate) struct CoreConfig {
 
 /// What the core asks the driver to send.
 #[derive(Debug)]
-pub(crate) enum Action {
+pub enum Action {
     /// A produce request to `broker`, at most at `max_version`; answer with
     /// [`ProducerCore::on_produce`] (for acks 0, with `Ok(None)` once written).
     Produce {
@@ -281,7 +282,7 @@ struct Transaction {
 }
 
 /// The producer's state: see the module docs.
-pub(crate) struct ProducerCore {
+pub struct ProducerCore {
     config: CoreConfig,
     memory: Arc<Semaphore>,
     tv2: bool,
@@ -308,7 +309,7 @@ pub(crate) struct ProducerCore {
 }
 
 impl ProducerCore {
-    pub(crate) fn new(config: CoreConfig, memory: Arc<Semaphore>, tv2: bool) -> Self {
+    pub fn new(config: CoreConfig, memory: Arc<Semaphore>, tv2: bool) -> Self {
         let transaction = config.transactional_id.clone().map(|id| Transaction {
             id,
             phase: Phase::Uninitialized,
@@ -348,9 +349,30 @@ impl ProducerCore {
         }
     }
 
+    /// A core with a buffer of its own of `memory` bytes (tests and the fuzz target).
+    pub fn with_memory(config: CoreConfig, memory: usize, tv2: bool) -> Self {
+        ProducerCore::new(config, Arc::new(Semaphore::new(memory)), tv2)
+    }
+
+    /// Takes `bytes` from the buffer for a record about to be appended, as `Producer::send`
+    /// does; false when the buffer has not that much room (tests and the fuzz target).
+    pub fn take_memory(&self, bytes: usize) -> bool {
+        match u32::try_from(bytes).ok().and_then(|n| self.memory.try_acquire_many(n).ok()) {
+            Some(permit) => {
+                permit.forget();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Bytes of the buffer not held by records (all of it once every batch completed).
+    pub fn available_memory(&self) -> usize {
+        self.memory.available_permits()
+    }
+
     /// The producer id and epoch in use (-1 before InitProducerId).
-    #[cfg(test)]
-    pub(crate) fn producer_identity(&self) -> (i64, i16) {
+    pub fn producer_identity(&self) -> (i64, i16) {
         (self.producer_id, self.producer_epoch)
     }
 
@@ -359,7 +381,7 @@ impl ProducerCore {
     }
 
     /// Nothing queued, in flight or waiting.
-    pub(crate) fn is_idle(&self) -> bool {
+    pub fn is_idle(&self) -> bool {
         self.incomplete.is_empty()
             && self.requests.is_empty()
             && self.transaction.as_ref().is_none_or(|txn| txn.op.is_none() && !txn.add_in_flight)
@@ -371,7 +393,7 @@ impl ProducerCore {
     /// Appends a record to `topic_partition`'s open batch (or a new one). `memory` bytes of the
     /// buffer were taken for it; they are given back when its batch completes (or now, when it
     /// is refused). The outcome goes to `reply`.
-    pub(crate) fn append(
+    pub fn append(
         &mut self,
         now: Instant,
         topic_partition: TopicPartition,
@@ -474,7 +496,7 @@ impl ProducerCore {
     }
 
     /// Sends every batch now and answers `done` when all batches appended so far completed.
-    pub(crate) fn flush(&mut self, done: Done) {
+    pub fn flush(&mut self, done: Done) {
         self.mark_all_flush();
         self.flushes.push((self.next_id, done));
         self.finish_flushes();
@@ -489,14 +511,14 @@ impl ProducerCore {
     }
 
     /// Starts closing: everything queued is sent at once; new records are refused.
-    pub(crate) fn close(&mut self) {
+    pub fn close(&mut self) {
         self.closing = true;
         self.mark_all_flush();
     }
 
     /// Fails everything still queued or waiting (a close whose deadline passed, or the driver
     /// stopping): records get `ProducerClosed`.
-    pub(crate) fn abandon(&mut self) {
+    pub fn abandon(&mut self) {
         self.closing = true;
         let tps: Vec<TopicPartition> = self.partitions.keys().cloned().collect();
         for tp in tps {
@@ -519,7 +541,7 @@ impl ProducerCore {
 
     /// `init_transactions`: find the coordinator, get the producer id and epoch (fencing any
     /// earlier producer with the same transactional id and aborting its open transaction).
-    pub(crate) fn init_transactions(&mut self, done: Done) {
+    pub fn init_transactions(&mut self, done: Done) {
         let Some(txn) = self.transaction.as_mut() else {
             let _ = done.send(Err(ClientError::InvalidArgument {
                 message: "init_transactions needs a transactional_id in the producer config".to_string(),
@@ -542,7 +564,7 @@ impl ProducerCore {
     }
 
     /// `begin_transaction`: local only (Kafka starts the transaction on its first write).
-    pub(crate) fn begin_transaction(&mut self) -> Result<(), ClientError> {
+    pub fn begin_transaction(&mut self) -> Result<(), ClientError> {
         if let Some(error) = &self.fatal {
             return Err(error.duplicate());
         }
@@ -569,7 +591,7 @@ impl ProducerCore {
     }
 
     /// `send_offsets_to_transaction`: the group's offsets commit with the transaction.
-    pub(crate) fn send_offsets(
+    pub fn send_offsets(
         &mut self,
         now: Instant,
         offsets: BTreeMap<TopicPartition, i64>,
@@ -633,7 +655,7 @@ impl ProducerCore {
     }
 
     /// `commit_transaction` (`commit`) or `abort_transaction`.
-    pub(crate) fn end_transaction(&mut self, commit: bool, done: Done) {
+    pub fn end_transaction(&mut self, commit: bool, done: Done) {
         let what = if commit { "commit_transaction" } else { "abort_transaction" };
         if let Some(error) = &self.fatal {
             let _ = done.send(Err(error.duplicate()));
@@ -687,7 +709,7 @@ impl ProducerCore {
     // Driving
 
     /// Takes the next action to send.
-    pub(crate) fn next_action(&mut self) -> Option<Action> {
+    pub fn next_action(&mut self) -> Option<Action> {
         self.outbox.pop_front()
     }
 
@@ -695,7 +717,7 @@ impl ProducerCore {
     /// metadata; `connected` says whether the driver has a ready connection to a broker (a
     /// produce request is only built for a connected broker, so that its batches do not wait
     /// behind a connect).
-    pub(crate) fn poll(
+    pub fn poll(
         &mut self,
         now: Instant,
         leader: &dyn Fn(&TopicPartition) -> Option<i32>,
@@ -712,7 +734,7 @@ impl ProducerCore {
     }
 
     /// When [`ProducerCore::poll`] has something to do next without an answer arriving.
-    pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
+    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
         let mut wake: Option<Instant> = None;
         let mut consider = |at: Instant| wake = Some(wake.map_or(at, |w| w.min(at)));
         for partition in self.partitions.values() {
@@ -863,7 +885,7 @@ impl ProducerCore {
         }
     }
 
-    pub(crate) fn on_init_producer_id(&mut self, now: Instant, result: Result<InitProducerIdResponse, ClientError>) {
+    pub fn on_init_producer_id(&mut self, now: Instant, result: Result<InitProducerIdResponse, ClientError>) {
         let transactional = self.transaction.is_some();
         let error = match result {
             Ok(response) if response.error_code.is_ok() => {
@@ -1143,7 +1165,7 @@ impl ProducerCore {
 
     /// The answer to produce request `id`: the response (`None` for acks 0: written, no
     /// answer) or why there is none.
-    pub(crate) fn on_produce(&mut self, now: Instant, id: u64, result: Result<Option<ProduceResponse>, ClientError>) {
+    pub fn on_produce(&mut self, now: Instant, id: u64, result: Result<Option<ProduceResponse>, ClientError>) {
         let Some(request) = self.requests.remove(&id) else { return };
         if let Some(count) = self.per_broker.get_mut(&request.broker) {
             *count = count.saturating_sub(1);
@@ -1554,7 +1576,7 @@ impl ProducerCore {
         }
     }
 
-    pub(crate) fn on_find_coordinator(&mut self, now: Instant, result: Result<i32, ClientError>) {
+    pub fn on_find_coordinator(&mut self, now: Instant, result: Result<i32, ClientError>) {
         let Some(txn) = self.transaction.as_mut() else { return };
         txn.finding_coordinator = false;
         match result {
@@ -1622,7 +1644,7 @@ impl ProducerCore {
         }
     }
 
-    pub(crate) fn on_add_partitions(&mut self, now: Instant, result: Result<AddPartitionsToTxnResponse, ClientError>) {
+    pub fn on_add_partitions(&mut self, now: Instant, result: Result<AddPartitionsToTxnResponse, ClientError>) {
         let Some(txn) = self.transaction.as_mut() else { return };
         txn.add_in_flight = false;
         let response = match result {
@@ -1691,7 +1713,7 @@ impl ProducerCore {
         }
     }
 
-    pub(crate) fn on_add_offsets(&mut self, now: Instant, result: Result<AddOffsetsToTxnResponse, ClientError>) {
+    pub fn on_add_offsets(&mut self, now: Instant, result: Result<AddOffsetsToTxnResponse, ClientError>) {
         let result = result.and_then(|response| {
             if response.error_code.is_ok() {
                 Ok(())
@@ -1718,7 +1740,7 @@ impl ProducerCore {
         }
     }
 
-    pub(crate) fn on_txn_offset_commit(&mut self, now: Instant, result: Result<TxnOffsetCommitResponse, ClientError>) {
+    pub fn on_txn_offset_commit(&mut self, now: Instant, result: Result<TxnOffsetCommitResponse, ClientError>) {
         let response = match result {
             Ok(response) => response,
             Err(error) => {
@@ -1797,7 +1819,7 @@ impl ProducerCore {
         }
     }
 
-    pub(crate) fn on_end_txn(&mut self, now: Instant, result: Result<EndTxnResponse, ClientError>) {
+    pub fn on_end_txn(&mut self, now: Instant, result: Result<EndTxnResponse, ClientError>) {
         let response = match result {
             Ok(response) => response,
             Err(error) => {
@@ -1841,7 +1863,7 @@ fn phase_name(phase: &Phase) -> &'static str {
 }
 
 /// A record's size as counted against `batch_size` and the buffer.
-pub(crate) fn record_size(record: &ProduceRecord) -> usize {
+pub fn record_size(record: &ProduceRecord) -> usize {
     RECORD_OVERHEAD
         + record.key.as_ref().map_or(0, Vec::len)
         + record.value.as_ref().map_or(0, Vec::len)

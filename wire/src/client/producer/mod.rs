@@ -12,7 +12,9 @@
 //! - KIP-98 (idempotence and transactions), KIP-360, KIP-447, KIP-480, KIP-794, KIP-890.
 //! - `ProducerConfig`, `KafkaProducer` (Kafka 4.1 clients) for the settings and their defaults.
 
-mod core;
+// The sans-IO core is public with `unstable` only (the `producer_core` fuzz target drives it).
+#[cfg_attr(feature = "unstable", allow(missing_docs))]
+pub mod core;
 mod driver;
 mod partitioner;
 
@@ -614,7 +616,7 @@ impl Producer {
             if info.error_code.is_authorization() {
                 return Some(Err(ClientError::broker(crate::ApiKey::METADATA, info.error_code, topic, None, None)));
             }
-            (!info.partitions.is_empty()).then(|| Ok(info.partitions.len() as i32))
+            (!info.partitions.is_empty()).then_some(Ok(info.partitions.len() as i32))
         };
         if let Some(Ok(count)) = count_of(&self.shared.client.metadata()) {
             return Ok(count);
