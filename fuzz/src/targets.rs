@@ -736,6 +736,8 @@ fn zstd_frame(content: &[u8]) -> Vec<u8> {
 /// - after `abandon`, every record was answered and the whole buffer is free again (no
 ///   record's bytes are leaked or returned twice).
 pub fn producer_core(data: &[u8]) {
+    /// A batch sent: partition, producer id, epoch, base sequence, records.
+    type SentBatch = (i32, i64, i16, i32, i32);
     use sluice_wire::producer_core::{oneshot, Action, CoreConfig, ProducerCore};
     use sluice_wire::protocol::messages::produce::{ProducePartitionResponse, ProduceTopicResponse};
     use sluice_wire::protocol::records::RecordBatch;
@@ -764,7 +766,7 @@ pub fn producer_core(data: &[u8]) {
     let mut now = Instant::now();
     let mut receivers = Vec::new();
     // Produce requests in flight: id -> [(partition, producer id, epoch, base sequence, records)].
-    let mut in_flight: Vec<(u64, Vec<(i32, i64, i16, i32, i32)>)> = Vec::new();
+    let mut in_flight: Vec<(u64, Vec<SentBatch>)> = Vec::new();
     let mut init_pending = false;
     let mut epoch: i16 = 0;
     let mut leaders: [Option<i32>; 3] = [Some(1), Some(1), Some(2)];

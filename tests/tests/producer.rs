@@ -31,10 +31,11 @@ fn record(i: usize) -> ProduceRecord {
         1 => Some(Vec::new()),
         _ => Some(format!("key-{i}").into_bytes()),
     };
-    let value: Option<Vec<u8>> = (i % 7 != 0).then(|| format!("value-{i}-{}", "x".repeat(i % 50)).into_bytes());
+    let value: Option<Vec<u8>> =
+        (!i.is_multiple_of(7)).then(|| format!("value-{i}-{}", "x".repeat(i % 50)).into_bytes());
     let mut record =
         ProduceRecord::new(key.as_deref(), value.as_deref()).with_timestamp(BASE_TIMESTAMP + i as i64 * 1000);
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         record = record.with_header("trace", Some(b"a")).with_header("trace", Some(b"b")).with_header("null", None);
     }
     record

@@ -172,7 +172,7 @@ async fn leader_kill_9_neither_loses_nor_duplicates() {
     let faults = async {
         for round in 0..kills {
             tokio::time::sleep(Duration::from_millis(700)).await;
-            let metadata = client.refresh_metadata(Some(&[topic.clone()])).await.expect("metadata");
+            let metadata = client.refresh_metadata(Some(std::slice::from_ref(&topic))).await.expect("metadata");
             let leader = metadata.leader(&TopicPartition::new(&topic, round as i32 % PARTITIONS)).expect("a leader");
             let node = leader.to_string();
             let killed = Instant::now();
@@ -187,7 +187,7 @@ async fn leader_kill_9_neither_loses_nor_duplicates() {
                     "round {round}: no new leader after killing {leader}"
                 );
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                if let Ok(metadata) = client.refresh_metadata(Some(&[topic.clone()])).await {
+                if let Ok(metadata) = client.refresh_metadata(Some(std::slice::from_ref(&topic))).await {
                     if metadata.leader(&partition).is_some_and(|now| now != leader) {
                         break;
                     }

@@ -1971,7 +1971,10 @@ mod tests {
     }
 
     /// (request id, [(partition, producer id, epoch, base sequence, records)]) of produce actions.
-    fn produced(actions: &[Action]) -> Vec<(u64, Vec<(i32, i64, i16, i32, i32)>)> {
+    /// A batch sent: partition, producer id, epoch, base sequence, records.
+    type SentBatch = (i32, i64, i16, i32, i32);
+
+    fn produced(actions: &[Action]) -> Vec<(u64, Vec<SentBatch>)> {
         actions
             .iter()
             .filter_map(|action| match action {
