@@ -48,16 +48,19 @@ fn fault_config() -> ProducerConfig {
         .with_delivery_timeout(Duration::from_secs(90))
 }
 
-/// Sends `count` records per partition, round robin, while `during` runs; returns what the
-/// producer reported for each, by partition and number.
+/// Sends records to every partition, round robin, at least `count` per partition and on until
+/// `faults_done` is set (so that every fault hits a stream); returns the deliveries by
+/// partition and number, and how many records per partition were sent.
 async fn stream(
     producer: &Producer,
     topic: &str,
     count: usize,
     pace: Duration,
-) -> BTreeMap<(i32, usize), DeliveryFuture> {
+    faults_done: &std::sync::atomic::AtomicBool,
+) -> (BTreeMap<(i32, usize), DeliveryFuture>, usize) {
     let mut deliveries = BTreeMap::new();
-    for n in 0..count {
+    let mut n = 0;
+    while n < count || !faults_done.load(std::sync::atomic::Ordering::Acquire) {
         for partition in 0..PARTITIONS {
             let value = format!("p{partition}-{n}");
             let tp = TopicPartition::new(topic, partition);
@@ -67,8 +70,9 @@ async fn stream(
         if !pace.is_zero() {
             tokio::time::sleep(pace).await;
         }
+        n += 1;
     }
-    deliveries
+    (deliveries, n)
 }
 
 /// The Java consumer must read, per partition, exactly the records sent, in order, at the
@@ -134,8 +138,9 @@ async fn cut_responses_neither_lose_nor_duplicate() {
     let client = Client::connect(config).await.expect("connect through the proxy");
     let producer = Producer::new(client, fault_config()).await.expect("producer");
     let cuts = rounds("SLUICE_PRODUCER_FAULT_ROUNDS", 4);
-    let count = 150 * cuts.max(1);
+    let count = 150;
     let before = proxy.counters();
+    let done = std::sync::atomic::AtomicBool::new(false);
     let fault = async {
         for _ in 0..cuts {
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -143,12 +148,18 @@ async fn cut_responses_neither_lose_nor_duplicate() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             proxy.set(Fault::Pass);
         }
+        done.store(true, std::sync::atomic::Ordering::Release);
     };
-    let (deliveries, ()) = tokio::join!(stream(&producer, &topic, count, Duration::from_millis(2)), fault);
+    let ((deliveries, count), ()) =
+        tokio::join!(stream(&producer, &topic, count, Duration::from_millis(2), &done), fault);
     proxy.set(Fault::Pass);
     let started = Instant::now();
     let written = collect(deliveries).await;
-    println!("all {} records acknowledged {} ms after the last send", count * 3, started.elapsed().as_millis());
+    println!(
+        "all {} records acknowledged {} ms after the last send",
+        count * PARTITIONS as usize,
+        started.elapsed().as_millis()
+    );
     producer.close(Duration::from_secs(10)).await.expect("close");
     let cut = (proxy.counters() - before).cuts;
     assert!(cut > 0, "the proxy cut responses");
@@ -168,7 +179,8 @@ async fn leader_kill_9_neither_loses_nor_duplicates() {
     let producer =
         Producer::new(client.clone(), fault_config().with_linger(Duration::from_millis(5))).await.expect("producer");
     let kills = rounds("SLUICE_PRODUCER_CLUSTER_ROUNDS", 1);
-    let count = 400 * kills.max(1);
+    let count = 400;
+    let done = std::sync::atomic::AtomicBool::new(false);
     let faults = async {
         for round in 0..kills {
             tokio::time::sleep(Duration::from_millis(700)).await;
@@ -198,8 +210,10 @@ async fn leader_kill_9_neither_loses_nor_duplicates() {
             tokio::task::spawn_blocking(move || broker_script(&["restart-node", &node])).await.expect("restart");
             println!("round {round}: node {leader} back {} ms after the kill", killed.elapsed().as_millis());
         }
+        done.store(true, std::sync::atomic::Ordering::Release);
     };
-    let (deliveries, ()) = tokio::join!(stream(&producer, &topic, count, Duration::from_millis(6)), faults);
+    let ((deliveries, count), ()) =
+        tokio::join!(stream(&producer, &topic, count, Duration::from_millis(6), &done), faults);
     let written = collect(deliveries).await;
     producer.close(Duration::from_secs(10)).await.expect("close");
     // The quorum settles before the Java consumer reads.
