@@ -19,6 +19,9 @@ RESPONSES = {
     "find_coordinator": (0, None), "join_group": (0, None), "sync_group": (0, None), "heartbeat": (0, None),
     "leave_group": (0, None), "offset_commit": (2, None), "offset_fetch": (1, None),
     "consumer_group_heartbeat": (0, None),
+    # The transaction APIs: hand-made bodies below.
+    "add_partitions_to_txn": (0, None), "add_offsets_to_txn": (0, None), "end_txn": (0, None),
+    "txn_offset_commit": (0, None),
 }
 
 def put(target, name, data):
@@ -51,6 +54,28 @@ put("sasl_authenticate", "v1-lifetime", bytes([1]) + struct.pack(">h", 58) + s16
 put("sasl_authenticate", "v2-flexible", bytes([2]) + struct.pack(">h", 0) + b"\x00" + b"\x04abc" + struct.pack(">q", 0) + b"\x00")
 put("init_producer_id", "v0", bytes([0]) + struct.pack(">ihqh", 0, 0, 4000, 0))
 put("init_producer_id", "v4-flexible", bytes([4]) + struct.pack(">ihqh", 0, 0, 4000, 1) + b"\x00")
+# Transactions: hand-made bodies of each version family (rigid and flexible).
+put("add_partitions_to_txn", "v0-two-partitions", bytes([0]) + struct.pack(">ii", 0, 1) + s16(b"t") + struct.pack(">i", 2)
+    + struct.pack(">ih", 0, 0) + struct.pack(">ih", 1, 51))
+put("add_partitions_to_txn", "v3-flexible", bytes([3]) + struct.pack(">i", 0) + b"\x02" + b"\x02t" + b"\x02"
+    + struct.pack(">ih", 0, 0) + b"\x00" + b"\x00" + b"\x00")
+put("add_offsets_to_txn", "v0", bytes([0]) + struct.pack(">ih", 0, 0))
+put("add_offsets_to_txn", "v3-flexible", bytes([3]) + struct.pack(">ih", 0, 51) + b"\x00")
+put("end_txn", "v0", bytes([0]) + struct.pack(">ih", 0, 0))
+put("end_txn", "v4-flexible", bytes([4]) + struct.pack(">ih", 0, 90) + b"\x00")
+put("end_txn", "v5-next-epoch", bytes([5]) + struct.pack(">ihqh", 0, 0, 4000, 3) + b"\x00")
+put("txn_offset_commit", "v0", bytes([0]) + struct.pack(">ii", 0, 1) + s16(b"t") + struct.pack(">i", 1) + struct.pack(">ih", 0, 0))
+put("txn_offset_commit", "v5-flexible", bytes([5]) + struct.pack(">i", 0) + b"\x02" + b"\x02t" + b"\x02"
+    + struct.pack(">ih", 0, 25) + b"\x00" + b"\x00" + b"\x00")
+# producer_core: its seeds in corpus/producer_core/ are hand-made operation sequences (see the
+# target in src/targets.rs); this script leaves them alone.
+# Produce with per-record errors (v8+, KIP-467): INVALID_RECORD on records 0 and 3.
+put("produce", "v8-record-errors", bytes([8 - 3]) + struct.pack(">i", 1) + s16(b"t") + struct.pack(">i", 1)
+    + struct.pack(">ihqqq", 0, 87, -1, -1, 0) + struct.pack(">i", 2) + struct.pack(">i", 0) + s16(b"bad key")
+    + struct.pack(">i", 3) + struct.pack(">h", -1) + s16(b"invalid records") + struct.pack(">i", 0))
+put("produce", "v11-record-errors-flexible", bytes([11 - 3]) + b"\x02" + b"\x02t" + b"\x02"
+    + struct.pack(">ihqqq", 0, 87, -1, -1, 0) + b"\x02" + struct.pack(">i", 1) + b"\x00" + b"\x00" + b"\x04bad"
+    + b"\x00" + b"\x00" + struct.pack(">i", 0) + b"\x00")
 put("offset_for_leader_epoch", "v2", bytes([0]) + struct.pack(">ii", 0, 1) + s16(b"t") + struct.pack(">i", 1)
     + struct.pack(">hiiq", 0, 0, 5, 42))
 put("offset_for_leader_epoch", "v4-flexible", bytes([2]) + struct.pack(">i", 0) + b"\x02" + b"\x02t" + b"\x02"

@@ -13,6 +13,9 @@
 #                                                            connector/tests/group.rs
 #   postgres            SLUICE_PG_KILL_ROUNDS (default 100 kill -9), SLUICE_PG_CRASH_ROUNDS
 #                       (default 90: each crash point 10 times)   connector/tests/postgres.rs
+#   producer faults     SLUICE_PRODUCER_FAULT_ROUNDS (default 20 response cuts),
+#                       SLUICE_PRODUCER_CLUSTER_ROUNDS (default 10 leader SIGKILLs)
+#                                                            tests/tests/producer_faults.rs
 #
 # one suite at a time (they share the brokers), and prints every `RELIABILITY ...` line the
 # tests wrote: the figures TESTING.md's table records. The full log goes to target/soak.log.
@@ -27,6 +30,8 @@ export SLUICE_SOAK_ROUNDS="${SLUICE_SOAK_ROUNDS:-10}"
 export SLUICE_GROUP_ROUNDS="${SLUICE_GROUP_ROUNDS:-10}"
 export SLUICE_PG_KILL_ROUNDS="${SLUICE_PG_KILL_ROUNDS:-100}"
 export SLUICE_PG_CRASH_ROUNDS="${SLUICE_PG_CRASH_ROUNDS:-90}"
+export SLUICE_PRODUCER_FAULT_ROUNDS="${SLUICE_PRODUCER_FAULT_ROUNDS:-20}"
+export SLUICE_PRODUCER_CLUSTER_ROUNDS="${SLUICE_PRODUCER_CLUSTER_ROUNDS:-10}"
 
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start >/dev/null
@@ -50,6 +55,13 @@ for suite in crash_points cluster_failover network_faults disk_faults group post
   fi
   echo "   $suite: $((SECONDS - started)) s" | tee -a "$log"
 done
+echo "== soak: producer_faults" | tee -a "$log"
+started=$SECONDS
+if ! cargo test --locked -p sluice-tests --test producer_faults -- --nocapture --test-threads=1 >>"$log" 2>&1; then
+  echo "soak: producer_faults FAILED (see $log)" >&2
+  status=1
+fi
+echo "   producer_faults: $((SECONDS - started)) s" | tee -a "$log"
 echo "== soak results"
 grep -h '^RELIABILITY ' "$log" || true
 exit "$status"

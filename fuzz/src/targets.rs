@@ -29,7 +29,11 @@ use sluice_wire::protocol::messages::fetch::{
 };
 use sluice_wire::protocol::messages::find_coordinator::FindCoordinatorResponse;
 use sluice_wire::protocol::messages::heartbeat::HeartbeatResponse;
+use sluice_wire::protocol::messages::add_offsets_to_txn::AddOffsetsToTxnResponse;
+use sluice_wire::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnResponse;
+use sluice_wire::protocol::messages::end_txn::EndTxnResponse;
 use sluice_wire::protocol::messages::init_producer_id::InitProducerIdResponse;
+use sluice_wire::protocol::messages::txn_offset_commit::TxnOffsetCommitResponse;
 use sluice_wire::protocol::messages::join_group::JoinGroupResponse;
 use sluice_wire::protocol::messages::leave_group::LeaveGroupResponse;
 use sluice_wire::protocol::messages::list_offsets::ListOffsetsResponse;
@@ -71,6 +75,10 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         "sasl_authenticate" => response::<SaslAuthenticateResponse>(0, 2, data),
         "offset_for_leader_epoch" => response::<OffsetForLeaderEpochResponse>(2, 4, data),
         "init_producer_id" => response::<InitProducerIdResponse>(0, 5, data),
+        "add_partitions_to_txn" => response::<AddPartitionsToTxnResponse>(0, 3, data),
+        "add_offsets_to_txn" => response::<AddOffsetsToTxnResponse>(0, 4, data),
+        "end_txn" => response::<EndTxnResponse>(0, 5, data),
+        "txn_offset_commit" => response::<TxnOffsetCommitResponse>(0, 5, data),
         "find_coordinator" => response::<FindCoordinatorResponse>(0, 6, data),
         "join_group" => response::<JoinGroupResponse>(0, 9, data),
         "sync_group" => response::<SyncGroupResponse>(0, 5, data),
@@ -83,6 +91,7 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         "record_batch" => record_batch(data),
         "read_committed" => read_committed(data),
         "fetch_state" => fetch_state(data),
+        "producer_core" => producer_core(data),
         "scram" => {
             scram(data);
         }
@@ -739,4 +748,182 @@ fn zstd_frame(content: &[u8]) -> Vec<u8> {
     let batch = builder.build().expect("build");
     // The records section starts after the 61-byte v2 batch header.
     batch[61..].to_vec()
+}
+
+/// Random operation sequences against the producer's sans-IO core (idempotent, one topic of 3
+/// partitions on brokers 1 and 2): appends, flushes, the clock, polls with leaders moving or
+/// missing, and answers to what it sent (success, duplicate, out of order, unknown producer,
+/// not leader, too large, a lost connection, InitProducerId). Checks, besides no panic:
+/// - a partition's batches in flight under one producer id and epoch carry increasing,
+///   non-overlapping sequence numbers in the order they were sent (a retry never overtakes a
+///   batch still in flight), and every batch the core builds decodes;
+/// - at most one InitProducerId is in flight;
+/// - after `abandon`, every record was answered and the whole buffer is free again (no
+///   record's bytes are leaked or returned twice).
+pub fn producer_core(data: &[u8]) {
+    /// A batch sent: partition, producer id, epoch, base sequence, records.
+    type SentBatch = (i32, i64, i16, i32, i32);
+    use sluice_wire::producer_core::{oneshot, Action, CoreConfig, ProducerCore};
+    use sluice_wire::protocol::messages::produce::{ProducePartitionResponse, ProduceTopicResponse};
+    use sluice_wire::protocol::records::RecordBatch;
+    use sluice_wire::{ClientError, Compression, ProduceRecord, RetryPolicy};
+    use std::time::{Duration, Instant};
+
+    const MEMORY: usize = 1 << 20;
+    let mut input = Input(data);
+    let flags = input.byte();
+    let config = CoreConfig {
+        acks: -1,
+        linger: Duration::from_millis(u64::from(flags % 4) * 5),
+        batch_size: 64 + 64 * usize::from(flags >> 5),
+        max_in_flight: 1 + usize::from((flags >> 2) % 5),
+        max_request_size: 1 << 16,
+        compression: Compression::None,
+        delivery_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(1),
+        retry: RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(100), Duration::from_secs(5)),
+        retries: 100,
+        idempotent: true,
+        transactional_id: None,
+        transaction_timeout: Duration::from_secs(60),
+    };
+    let mut core = ProducerCore::with_memory(config, MEMORY, false);
+    let mut now = Instant::now();
+    let mut receivers = Vec::new();
+    // Produce requests in flight: id -> [(partition, producer id, epoch, base sequence, records)].
+    let mut in_flight: Vec<(u64, Vec<SentBatch>)> = Vec::new();
+    let mut init_pending = false;
+    let mut epoch: i16 = 0;
+    let mut leaders: [Option<i32>; 3] = [Some(1), Some(1), Some(2)];
+    let mut steps = 0;
+    while !input.0.is_empty() && steps < 200 {
+        steps += 1;
+        match input.byte() % 8 {
+            0 | 1 => {
+                let partition = i32::from(input.byte() % 3);
+                let length = usize::from(input.byte());
+                let value = vec![b'v'; length];
+                if !core.take_memory(21 + length) {
+                    continue;
+                }
+                let (reply, receiver) = oneshot::channel();
+                let record = ProduceRecord::new(None, Some(&value)).with_timestamp(0);
+                core.append(now, TopicPartition::new("t", partition), record, 21 + length, reply);
+                receivers.push(receiver);
+            }
+            2 => {
+                let (done, _) = oneshot::channel();
+                core.flush(done);
+            }
+            3 => now += Duration::from_millis(u64::from(input.byte()) * 4),
+            4 => {
+                let which = usize::from(input.byte() % 3);
+                leaders[which] = match input.byte() % 3 {
+                    0 => None,
+                    1 => Some(1),
+                    _ => Some(2),
+                };
+            }
+            5 => {
+                let (index, code) = (usize::from(input.byte()), input.byte());
+                if in_flight.is_empty() {
+                    continue;
+                }
+                let (id, batches) = in_flight.remove(index % in_flight.len());
+                let result = match code % 8 {
+                    7 => Err(ClientError::Unsupported { message: "lost".to_string() }),
+                    6 => Err(ClientError::NoLeader { topic: "t".to_string(), partition: -1 }),
+                    pick => {
+                        let error_code = [
+                            ErrorCode::NONE,
+                            ErrorCode::DUPLICATE_SEQUENCE_NUMBER,
+                            ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                            ErrorCode::UNKNOWN_PRODUCER_ID,
+                            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                            ErrorCode::MESSAGE_TOO_LARGE,
+                        ][usize::from(pick) % 6];
+                        let partitions = batches
+                            .iter()
+                            .map(|&(index, ..)| ProducePartitionResponse {
+                                index,
+                                error_code,
+                                base_offset: 0,
+                                log_append_time_ms: -1,
+                                log_start_offset: 0,
+                                record_errors: Vec::new(),
+                                error_message: None,
+                                current_leader: None,
+                            })
+                            .collect();
+                        Ok(Some(ProduceResponse {
+                            responses: vec![ProduceTopicResponse { name: "t".to_string(), partitions }],
+                            throttle_time_ms: 0,
+                            node_endpoints: Vec::new(),
+                        }))
+                    }
+                };
+                core.on_produce(now, id, result);
+            }
+            6 => {
+                if init_pending {
+                    init_pending = false;
+                    let byte = input.byte();
+                    let result = if byte % 5 == 0 {
+                        Err(ClientError::NoLeader { topic: "t".to_string(), partition: -1 })
+                    } else {
+                        epoch = epoch.wrapping_add(1);
+                        Ok(InitProducerIdResponse { throttle_time_ms: 0, error_code: ErrorCode::NONE, producer_id: 1, producer_epoch: epoch })
+                    };
+                    core.on_init_producer_id(now, result);
+                }
+            }
+            _ => {
+                let leaders = leaders;
+                core.poll(now, &|tp: &TopicPartition| leaders.get(tp.partition as usize).copied().flatten(), &|_| true);
+                while let Some(action) = core.next_action() {
+                    match action {
+                        Action::Produce { id, request, .. } => {
+                            let mut batches = Vec::new();
+                            for partition in request.topics.iter().flat_map(|t| t.partitions.iter()) {
+                                let batch = RecordBatch::decode(partition.records.clone()).expect("the core builds valid batches");
+                                batches.push((
+                                    partition.index,
+                                    batch.producer_id,
+                                    batch.producer_epoch,
+                                    batch.base_sequence,
+                                    batch.records_count,
+                                ));
+                            }
+                            for &(index, producer_id, batch_epoch, sequence, count) in &batches {
+                                // Against everything of this partition already in flight under
+                                // the same producer id and epoch: sent later, numbered later.
+                                for (_, earlier) in &in_flight {
+                                    for &(other, other_id, other_epoch, other_sequence, other_count) in earlier {
+                                        if other == index && (other_id, other_epoch) == (producer_id, batch_epoch) {
+                                            assert!(
+                                                sequence >= other_sequence + other_count,
+                                                "partition {index}: sequence {sequence} sent after {other_sequence}+{other_count}"
+                                            );
+                                        }
+                                    }
+                                }
+                                assert!(count > 0, "no empty batch");
+                            }
+                            in_flight.push((id, batches));
+                        }
+                        Action::InitProducerId { .. } => {
+                            assert!(!init_pending, "one InitProducerId at a time");
+                            init_pending = true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    core.abandon();
+    for mut receiver in receivers {
+        assert!(receiver.try_recv().is_ok(), "every record is answered");
+    }
+    assert_eq!(core.available_memory(), MEMORY, "the whole buffer is free again");
 }

@@ -16,6 +16,10 @@
 #   broker.sh start-secure CERT_DIR a separate secured KRaft node (TLS, mTLS, SASL listeners) using the
 #                                   certificates gen-certs wrote into CERT_DIR; ports in .kafka/secure/ports.env
 #   broker.sh stop-secure           stop it; idempotent
+#   broker.sh start-tv1             a separate KRaft node formatted with transaction.version=1 (the
+#                                   transaction protocol before KIP-890): 127.0.0.1:19492 (controller
+#                                   19493); aborts timed-out transactions within a second
+#   broker.sh stop-tv1              stop it; idempotent
 #   broker.sh status                which nodes are running
 #
 # Everything lives in <repo>/.kafka/ (git-ignored, reused across runs):
@@ -23,13 +27,16 @@
 #   java-classes/   tests/java/*.java compiled
 #   single/         the single node: server.properties, data/ (fresh each start), logs/, broker.pid
 #   cluster/nodeN/  the same per cluster node, plus the command line for restart-node
+#   tv1/            the transaction.version=1 node: the same files as single/
 #   secure/         the secured node: the same files, plus ports.env (LISTENER=host:port lines and
 #                   CERT_DIR=...); certs/ inside it, when gen-certs writes there, is left alone
 # stdout carries only results (the bootstrap address, a tool's own output); progress goes to stderr.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-HOME_DIR="$ROOT/.kafka"
+# The physical path: broker processes are found by the config path in their command line, which
+# must match however .kafka was reached (a worktree may link it to the main checkout's).
+HOME_DIR="$(cd "$ROOT/.kafka" 2>/dev/null && pwd -P || echo "$ROOT/.kafka")"
 LIB="$HOME_DIR/lib"
 CLASSES="$HOME_DIR/java-classes"
 POM="$ROOT/tests/kafka/pom.xml"
@@ -37,6 +44,8 @@ JAVA_SRC="$ROOT/tests/java"
 SINGLE="$HOME_DIR/single"
 CLUSTER="$HOME_DIR/cluster"
 SECURE="$HOME_DIR/secure"
+TV1="$HOME_DIR/tv1"
+TV1_BOOTSTRAP="127.0.0.1:19492"
 HOST=127.0.0.1
 SINGLE_BOOTSTRAP="$HOST:19092"
 CLUSTER_BOOTSTRAP="$HOST:19192,$HOST:29192,$HOST:39192"
@@ -360,6 +369,63 @@ cmd_stop() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Transaction version 1 node: Kafka 4.x formats new clusters with transaction.version=2
+# (KIP-890); producers must also work where it is 1 (upgraded clusters, brokers that never
+# finalized it), choosing the protocol from the finalized feature. Own ports and directory, so it
+# runs beside everything else.
+
+cmd_start_tv1() {
+  require_jars
+  if pid_alive "$TV1/broker.pid"; then
+    say "transaction.version=1 broker already running (pid $(cat "$TV1/broker.pid"))"
+    echo "$TV1_BOOTSTRAP"
+    return 0
+  fi
+  local port
+  for port in 19492 19493; do
+    port_in_use "$port" && die "port $port is in use by another process"
+  done
+  local started=$SECONDS
+  write_log_configs
+  rm -rf "$TV1"
+  mkdir -p "$TV1/logs"
+  {
+    echo "node.id=1"
+    echo "controller.quorum.bootstrap.servers=$HOST:19493"
+    echo "listeners=PLAINTEXT://$HOST:19492,CONTROLLER://$HOST:19493"
+    echo "advertised.listeners=PLAINTEXT://$HOST:19492,CONTROLLER://$HOST:19493"
+    echo "log.dirs=$TV1/data"
+    common_props
+    cat <<'EOF2'
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+# The transaction-timeout test waits for the coordinator to abort a timed-out transaction: check
+# every 500 ms instead of every 10 s.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=500
+EOF2
+  } >"$TV1/server.properties"
+  format_storage "$TV1" "$(random_cluster_id)" --standalone --feature transaction.version=1
+  launch "$TV1"
+  say "started pid $(cat "$TV1/broker.pid"); waiting for metadata on $TV1_BOOTSTRAP"
+  wait_ready "$TV1_BOOTSTRAP" "1" "$TV1"
+  say "transaction.version=1 broker ready in $((SECONDS - started)) s (logs: $TV1/logs)"
+  echo "$TV1_BOOTSTRAP"
+}
+
+cmd_stop_tv1() {
+  if [[ -n "$(broker_pids "$TV1")" ]]; then
+    stop_dirs TERM "$TV1"
+    say "transaction.version=1 broker stopped"
+  else
+    rm -f "$TV1/broker.pid"
+    say "transaction.version=1 broker not running"
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
 # Three-node cluster
 
 node_dir() {
@@ -479,6 +545,11 @@ cmd_status() {
       echo "cluster node $n: stopped"
     fi
   done
+  if pid_alive "$TV1/broker.pid"; then
+    echo "tv1: running (pid $(cat "$TV1/broker.pid")) on $TV1_BOOTSTRAP"
+  else
+    echo "tv1: stopped"
+  fi
   if pid_alive "$SECURE/broker.pid"; then
     echo "secure: running (pid $(cat "$SECURE/broker.pid")): $(grep -v '^CERT_DIR=' "$SECURE/ports.env" 2>/dev/null | tr '\n' ' ')"
   else
@@ -661,7 +732,7 @@ cmd_java() {
 }
 
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -678,6 +749,8 @@ case "$cmd" in
   java) cmd_java "$@" ;;
   start-secure) cmd_start_secure "$@" ;;
   stop-secure) cmd_stop_secure ;;
+  start-tv1) cmd_start_tv1 ;;
+  stop-tv1) cmd_stop_tv1 ;;
   status) cmd_status ;;
   *) usage ;;
 esac

@@ -356,7 +356,13 @@ impl Shared {
                         max_version,
                     })
                     .collect();
-                let response = ApiVersionsResponse { error_code: ErrorCode::NONE, api_keys, throttle_time_ms: 0 };
+                let response = ApiVersionsResponse {
+                    error_code: ErrorCode::NONE,
+                    api_keys,
+                    throttle_time_ms: 0,
+                    finalized_features: Vec::new(),
+                    finalized_features_epoch: -1,
+                };
                 Reply::Body(encode::api_versions(&response, request.version))
             }
             ApiKey::METADATA => Reply::Body(encode::metadata(&self.cluster.response(), request.version)),
@@ -817,6 +823,8 @@ mod tests {
             error_code: ErrorCode::NONE,
             api_keys: vec![ApiVersionRange { api_key: ApiKey::FETCH, min_version: 12, max_version: 18 }],
             throttle_time_ms: 0,
+            finalized_features: Vec::new(),
+            finalized_features_epoch: -1,
         };
         for version in 0..=4 {
             let decoded: ApiVersionsResponse = decode(encode::api_versions(&versions, version), version);

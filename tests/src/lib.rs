@@ -11,6 +11,7 @@
 //! `SLUICE_POSTGRES_URL`): a fresh database per test.
 
 pub mod checker;
+pub mod dump;
 pub mod fake_broker;
 pub mod fault_proxy;
 pub mod postgres;
@@ -68,6 +69,29 @@ pub async fn cluster_client() -> Option<Client> {
                 panic!("CI=true and the three-node Kafka cluster at {address} is unreachable: {error}");
             }
             eprintln!("SKIPPED: no Kafka cluster at {address} ({error}); start one with `tests/kafka/broker.sh start-cluster`");
+            None
+        }
+    }
+}
+
+/// The bootstrap address of the `transaction.version=1` broker (`tests/kafka/broker.sh
+/// start-tv1`), from `SLUICE_TV1_BROKER` or the script's port.
+pub fn tv1_broker_address() -> String {
+    std::env::var("SLUICE_TV1_BROKER").unwrap_or_else(|_| "127.0.0.1:19492".to_string())
+}
+
+/// Connects to the `transaction.version=1` broker, with the same rule as [`client`]: fails
+/// when `CI=true` and it is unreachable, else prints SKIPPED and returns `None`.
+pub async fn tv1_client() -> Option<Client> {
+    let address = tv1_broker_address();
+    let config = ClientConfig::new([address.clone()]).with_retry(test_retry());
+    match Client::connect(config).await {
+        Ok(client) => Some(client),
+        Err(error) => {
+            if std::env::var("CI").is_ok_and(|value| value == "true") {
+                panic!("CI=true and the transaction.version=1 broker at {address} is unreachable: {error}");
+            }
+            eprintln!("SKIPPED: no transaction.version=1 broker at {address} ({error}); start one with `tests/kafka/broker.sh start-tv1`");
             None
         }
     }

@@ -3,8 +3,12 @@
 //!
 //! The public API is the crate root:
 //!
+//! - [`Producer`]: batches records per partition ([`ProducerConfig`]: acks, linger, batch size,
+//!   compression, delivery timeout, buffer memory), idempotent by default, transactional with a
+//!   transactional id; the Java client's default partitioner ([`DefaultPartitioner`]) or your
+//!   own ([`Partitioner`]).
 //! - [`Client`]: bootstrap, cluster metadata ([`ClusterMetadata`]), offsets
-//!   ([`Client::list_offsets`]), produce ([`Client::produce`] with [`ProduceRecord`]s) and admin
+//!   ([`Client::list_offsets`]), one-batch writes ([`Client::produce`] with [`ProduceRecord`]s) and admin
 //!   calls ([`Client::create_topic`] with a [`NewTopic`], [`Client::delete_topics`],
 //!   [`Client::create_partitions`], [`Client::delete_records`]). Cheap to clone.
 //! - [`Consumer`]: fetches the partitions you assign from their leaders, read_committed by
@@ -18,8 +22,6 @@
 //! - Errors: [`ClientError`] (with topic, partition and offset, [`ClientError::kind`] and `is_*`
 //!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
 //!   [`ErrorCode`]s.
-//!
-//! There is no idempotent or transactional producer yet.
 //!
 //! # Trying it
 //!
@@ -62,19 +64,36 @@
 //! # Producing
 //!
 //! ```no_run
-//! use sluice_wire::{Client, ClientConfig, Compression, ProduceRecord, TopicPartition};
+//! use std::time::Duration;
+//! use sluice_wire::{Client, ClientConfig, Compression, ProduceRecord, Producer, ProducerConfig};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = Client::connect(ClientConfig::new(["127.0.0.1:19092"])).await?;
+//! let producer = Producer::new(client, ProducerConfig::default().with_compression(Compression::Lz4)).await?;
 //! let record = ProduceRecord::new(Some(b"key"), Some(b"value")).with_header("source", Some(b"docs"));
-//! let offset = client.produce(&TopicPartition::new("orders", 0), &[record], Compression::Lz4, -1).await?;
-//! println!("written at offset {offset}");
+//! let delivery = producer.send("orders", record).await?; // waits only while buffer_memory is full
+//! let written = delivery.await?; // acknowledged by every in-sync replica (acks = all)
+//! println!("{}-{} offset {}", written.topic, written.partition, written.offset);
+//! producer.close(Duration::from_secs(30)).await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! One call writes one batch to one partition (acks `-1` waits for all in-sync replicas). The
-//! producer is not idempotent: a retry after a lost response can write a batch twice.
+//! The producer is idempotent by default (as the Java client since 3.0): each partition's
+//! batches carry sequence numbers, so a retry after a lost response is recognised by the broker
+//! instead of written twice, and up to 5 requests per broker keep their order. The settings
+//! have the Java client's names and defaults (`linger` is `linger.ms`, 5 ms). Records with a
+//! key go to `murmur2(key) % partitions`, the partition the Java producer picks; records without
+//! one stick to a partition per batch. With a transactional id, [`Producer::init_transactions`],
+//! then `begin_transaction`, `send`, `send_offsets_to_transaction` (consume-transform-produce,
+//! with [`GroupConsumer::group_metadata`]) and `commit_transaction` or `abort_transaction`; the
+//! transaction protocol (KIP-890's version 2, or version 1) is the one the cluster finalized.
+//! Errors say what to do: [`ClientError::ProducerFenced`] (another instance took over: close),
+//! [`ClientError::TransactionAbortable`] (abort), [`ClientError::TransactionTimedOut`],
+//! [`ClientError::RecordTooLarge`] (which limit), [`ClientError::BufferFull`].
+//!
+//! [`Client::produce`] writes one batch to one partition, without idempotence; it is kept for
+//! tests and tools.
 //!
 //! # TLS and SASL
 //!
@@ -121,7 +140,9 @@
 //! `tokio::select!`, or on a timeout) loses no record, event or partition; the next call returns
 //! what the dropped one had already taken. [`GroupConsumer::commit`] is not: a dropped commit
 //! may or may not have reached the coordinator (commit again; commits are idempotent). The [`Client`] calls are safe to drop in the sense that
-//! they leave the client usable, but a dropped `produce` may or may not have been written.
+//! they leave the client usable, but a dropped `produce` may or may not have been written. A
+//! dropped [`Producer::send`] either handed its record over or did not; a dropped
+//! [`DeliveryFuture`] loses only the record's outcome, never the record.
 //!
 //! # Features
 //!
@@ -162,11 +183,15 @@ mod protocol;
 pub use client::fetch_state;
 #[cfg(feature = "unstable")]
 pub use client::group;
+#[cfg(feature = "unstable")]
+pub use client::producer::core as producer_core;
 
 pub use client::{
-    BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer,
-    ConsumerEvent, ErrorKind, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic,
-    OffsetReset, OffsetSpec, PartitionBatch, PartitionInfo, ProduceRecord, TopicInfo, TopicPartition,
+    key_partition, murmur2, Acks, BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata,
+    Compression, Consumer, ConsumerEvent, ConsumerGroupMetadata, DefaultPartitioner, DeliveryFuture, ErrorKind,
+    FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic, OffsetReset, OffsetSpec,
+    PartitionBatch, PartitionInfo, Partitioner, ProduceRecord, Producer, ProducerConfig, RecordMetadata, TopicInfo,
+    TopicPartition,
 };
 pub use connection::tls::{client_config as tls_client_config, TlsError, TlsField, TlsProblem, TlsSettings};
 pub use connection::{AuthFailure, ConnectionConfig, ConnectionError, SaslSettings};

@@ -108,11 +108,75 @@ pub enum ClientError {
         /// The last failure.
         last: Box<ClientError>,
     },
-    /// A caller error (bad argument or configuration).
+    /// A caller error (bad argument or configuration, or a producer call in the wrong
+    /// transaction state).
     InvalidArgument {
         /// What is wrong.
         message: String,
     },
+    /// Another producer with the same transactional id started (its InitProducerId bumped the
+    /// epoch), or the broker aborted this producer's transaction and bumped the epoch: this
+    /// producer can no longer write or commit. Close it; the other instance owns the id.
+    ProducerFenced {
+        /// The transactional id, for a transactional producer.
+        transactional_id: Option<String>,
+        /// The broker's code (PRODUCER_FENCED or INVALID_PRODUCER_EPOCH).
+        code: ErrorCode,
+    },
+    /// The transaction stayed open longer than its `transaction_timeout_ms`, and the
+    /// coordinator aborted it.
+    TransactionTimedOut {
+        /// The transactional id.
+        transactional_id: String,
+        /// The producer's `transaction_timeout_ms`.
+        timeout_ms: u64,
+        /// How long the transaction had been open.
+        open_ms: u64,
+    },
+    /// The transaction can no longer commit (a record failed, or the producer's sequence state
+    /// was lost): call `abort_transaction`, then start again. `source()` says what failed.
+    TransactionAbortable {
+        /// The transactional id.
+        transactional_id: String,
+        /// What failed.
+        cause: Box<ClientError>,
+    },
+    /// A record is larger than a limit: the producer's `max_request_size` or `buffer_memory`
+    /// (checked before sending), or the topic's `max.message.bytes` (the broker refused it).
+    RecordTooLarge {
+        /// The topic.
+        topic: String,
+        /// The partition, when one was chosen.
+        partition: Option<i32>,
+        /// The record's (or its batch's) encoded size in bytes; 0 when the broker did not say.
+        size: usize,
+        /// The limit that refused it: `max_request_size`, `buffer_memory` or the topic's
+        /// `max.message.bytes`.
+        limit: &'static str,
+        /// The limit's value in bytes, when known.
+        limit_bytes: Option<usize>,
+    },
+    /// A record was not acknowledged within the producer's `delivery_timeout_ms`.
+    DeliveryTimeout {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The delivery timeout.
+        timeout_ms: u64,
+        /// Whether the record was sent at least once: if so it may or may not have been written.
+        sent: bool,
+    },
+    /// The producer's `buffer_memory` stayed full for `max_block_ms` (or `try_send` found it
+    /// full): the broker does not keep up, or the application sends faster than it can write.
+    BufferFull {
+        /// The producer's `buffer_memory`.
+        buffer_memory: usize,
+        /// How long `send` waited.
+        waited_ms: u64,
+    },
+    /// The producer was closed (or its task ended) before the call could complete.
+    ProducerClosed,
 }
 
 /// What kind of failure a [`ClientError`] (or its last cause) is, for callers that branch on it.
@@ -139,6 +203,9 @@ pub enum ErrorKind {
     Unsupported,
     /// A bad argument or configuration.
     InvalidArgument,
+    /// A newer producer with the same transactional id (or a broker-side abort of a timed out
+    /// transaction) fenced this producer.
+    Fenced,
 }
 
 impl ClientError {
@@ -155,7 +222,8 @@ impl ClientError {
     /// The broker's error code, when the error (or its last cause) is one.
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
-            ClientError::Broker { code, .. } => Some(*code),
+            ClientError::Broker { code, .. } | ClientError::ProducerFenced { code, .. } => Some(*code),
+            ClientError::TransactionAbortable { cause, .. } => cause.code(),
             ClientError::OffsetOutOfRange { .. } => Some(ErrorCode::OFFSET_OUT_OF_RANGE),
             ClientError::Connection(error) => error.code(),
             ClientError::RetriesExhausted { last, .. } => last.code(),
@@ -180,6 +248,13 @@ impl ClientError {
             ClientError::LogTruncated { .. } => ErrorKind::LogTruncated,
             ClientError::RetriesExhausted { last, .. } => last.kind(),
             ClientError::InvalidArgument { .. } => ErrorKind::InvalidArgument,
+            ClientError::ProducerFenced { .. } => ErrorKind::Fenced,
+            ClientError::TransactionTimedOut { .. } => ErrorKind::Fenced,
+            ClientError::TransactionAbortable { cause, .. } => cause.kind(),
+            ClientError::RecordTooLarge { .. } => ErrorKind::InvalidArgument,
+            ClientError::DeliveryTimeout { .. } => ErrorKind::Network,
+            ClientError::BufferFull { .. } => ErrorKind::Network,
+            ClientError::ProducerClosed => ErrorKind::InvalidArgument,
         }
     }
 
@@ -215,7 +290,90 @@ impl ClientError {
             | ClientError::LogTruncated { topic, partition, .. } => Some((topic, *partition)),
             ClientError::NoLeader { topic, partition } if *partition >= 0 => Some((topic, *partition)),
             ClientError::RetriesExhausted { last, .. } => last.topic_partition(),
+            ClientError::DeliveryTimeout { topic, partition, .. } => Some((topic, *partition)),
+            ClientError::RecordTooLarge { topic, partition: Some(partition), .. } => Some((topic, *partition)),
+            ClientError::TransactionAbortable { cause, .. } => cause.topic_partition(),
             _ => None,
+        }
+    }
+
+    /// A copy for the second and later waiters of one failure (a failed batch fails each of
+    /// its records). Causes that are not `Clone` (I/O errors) are copied by kind and message.
+    pub(crate) fn duplicate(&self) -> ClientError {
+        match self {
+            ClientError::NoBootstrap { addresses, last } => ClientError::NoBootstrap {
+                addresses: addresses.clone(),
+                last: last.as_ref().map(ConnectionError::duplicate),
+            },
+            ClientError::Connection(error) => ClientError::Connection(error.duplicate()),
+            ClientError::Broker { api, code, topic, partition, message } => ClientError::Broker {
+                api: *api,
+                code: *code,
+                topic: topic.clone(),
+                partition: *partition,
+                message: message.clone(),
+            },
+            ClientError::OffsetOutOfRange { topic, partition, offset } => {
+                ClientError::OffsetOutOfRange { topic: topic.clone(), partition: *partition, offset: *offset }
+            }
+            ClientError::UnknownTopic { topic } => ClientError::UnknownTopic { topic: topic.clone() },
+            ClientError::NoLeader { topic, partition } => {
+                ClientError::NoLeader { topic: topic.clone(), partition: *partition }
+            }
+            ClientError::Unsupported { message } => ClientError::Unsupported { message: message.clone() },
+            ClientError::Records { topic, partition, broker_id, broker, source } => ClientError::Records {
+                topic: topic.clone(),
+                partition: *partition,
+                broker_id: *broker_id,
+                broker: broker.clone(),
+                source: source.clone(),
+            },
+            ClientError::LogTruncated { topic, partition, position, end_offset } => ClientError::LogTruncated {
+                topic: topic.clone(),
+                partition: *partition,
+                position: *position,
+                end_offset: *end_offset,
+            },
+            ClientError::TopicRecreated { topic, old_id, new_id } => {
+                ClientError::TopicRecreated { topic: topic.clone(), old_id: old_id.clone(), new_id: new_id.clone() }
+            }
+            ClientError::RetriesExhausted { what, attempts, last } => ClientError::RetriesExhausted {
+                what: what.clone(),
+                attempts: *attempts,
+                last: Box::new(last.duplicate()),
+            },
+            ClientError::InvalidArgument { message } => ClientError::InvalidArgument { message: message.clone() },
+            ClientError::ProducerFenced { transactional_id, code } => {
+                ClientError::ProducerFenced { transactional_id: transactional_id.clone(), code: *code }
+            }
+            ClientError::TransactionTimedOut { transactional_id, timeout_ms, open_ms } => {
+                ClientError::TransactionTimedOut {
+                    transactional_id: transactional_id.clone(),
+                    timeout_ms: *timeout_ms,
+                    open_ms: *open_ms,
+                }
+            }
+            ClientError::TransactionAbortable { transactional_id, cause } => ClientError::TransactionAbortable {
+                transactional_id: transactional_id.clone(),
+                cause: Box::new(cause.duplicate()),
+            },
+            ClientError::RecordTooLarge { topic, partition, size, limit, limit_bytes } => ClientError::RecordTooLarge {
+                topic: topic.clone(),
+                partition: *partition,
+                size: *size,
+                limit,
+                limit_bytes: *limit_bytes,
+            },
+            ClientError::DeliveryTimeout { topic, partition, timeout_ms, sent } => ClientError::DeliveryTimeout {
+                topic: topic.clone(),
+                partition: *partition,
+                timeout_ms: *timeout_ms,
+                sent: *sent,
+            },
+            ClientError::BufferFull { buffer_memory, waited_ms } => {
+                ClientError::BufferFull { buffer_memory: *buffer_memory, waited_ms: *waited_ms }
+            }
+            ClientError::ProducerClosed => ClientError::ProducerClosed,
         }
     }
 }
@@ -282,6 +440,64 @@ impl std::fmt::Display for ClientError {
                 write!(f, "{what} failed {attempts} times, and the retry budget is spent")
             }
             ClientError::InvalidArgument { message } => write!(f, "{message}"),
+            ClientError::ProducerFenced { transactional_id: Some(id), code } => write!(
+                f,
+                "the producer with transactional id `{id}` was fenced ({code}): another producer with the same \
+                 transactional id started and took over, or the broker aborted this producer's transaction \
+                 after its timeout; close this producer (only the newest instance can write and commit)"
+            ),
+            ClientError::ProducerFenced { transactional_id: None, code } => write!(
+                f,
+                "the idempotent producer was fenced ({code}): the broker no longer accepts its producer epoch; \
+                 close it and create a new producer"
+            ),
+            ClientError::TransactionTimedOut { transactional_id, timeout_ms, open_ms } => write!(
+                f,
+                "the transaction of `{transactional_id}` was open for {open_ms} ms, past its \
+                 transaction_timeout_ms of {timeout_ms} ms, and the broker aborted it; commit sooner, or raise \
+                 transaction_timeout_ms (the broker caps it at transaction.max.timeout.ms)"
+            ),
+            ClientError::TransactionAbortable { transactional_id, .. } => write!(
+                f,
+                "the transaction of `{transactional_id}` cannot commit because a request in it failed; call \
+                 abort_transaction, then begin a new transaction"
+            ),
+            ClientError::RecordTooLarge { topic, partition, size, limit, limit_bytes } => {
+                match partition {
+                    Some(partition) => write!(f, "a record for {topic}-{partition} is too large")?,
+                    None => write!(f, "a record for topic {topic} is too large")?,
+                }
+                if *size > 0 {
+                    write!(f, " ({size} bytes encoded)")?;
+                }
+                match (limit_bytes, *limit) {
+                    (Some(bytes), limit) => {
+                        write!(f, ": the producer's {limit} is {bytes} bytes; raise it or send smaller records")
+                    }
+                    (None, limit) => write!(
+                        f,
+                        ": the broker refused it ({limit}); raise the topic's max.message.bytes (and the \
+                         broker's message.max.bytes), or send smaller records or batches (batch_size)"
+                    ),
+                }
+            }
+            ClientError::DeliveryTimeout { topic, partition, timeout_ms, sent: true } => write!(
+                f,
+                "a record for {topic}-{partition} was not acknowledged within delivery_timeout_ms ({timeout_ms} ms); \
+                 it was sent and may or may not have been written"
+            ),
+            ClientError::DeliveryTimeout { topic, partition, timeout_ms, sent: false } => write!(
+                f,
+                "a record for {topic}-{partition} was not sent within delivery_timeout_ms ({timeout_ms} ms) \
+                 (no leader, or the broker could not be reached); it was not written"
+            ),
+            ClientError::BufferFull { buffer_memory, waited_ms } => write!(
+                f,
+                "the producer's buffer_memory ({buffer_memory} bytes) stayed full for {waited_ms} ms: the \
+                 brokers do not acknowledge as fast as records are sent; slow down, or raise buffer_memory or \
+                 max_block_ms"
+            ),
+            ClientError::ProducerClosed => write!(f, "the producer is closed"),
         }
     }
 }
@@ -294,6 +510,7 @@ impl std::error::Error for ClientError {
             ClientError::NoBootstrap { last: Some(last), .. } => Some(last),
             ClientError::Records { source, .. } => Some(source),
             ClientError::RetriesExhausted { last, .. } => Some(last.as_ref()),
+            ClientError::TransactionAbortable { cause, .. } => Some(cause.as_ref()),
             _ => None,
         }
     }

@@ -254,6 +254,8 @@ pub struct GroupConsumer {
     release_on_poll: Option<u64>,
     failed: Option<ClientError>,
     task: tokio::task::JoinHandle<()>,
+    identity: Arc<std::sync::Mutex<(String, i32)>>,
+    instance_id: Option<String>,
 }
 
 impl std::fmt::Debug for GroupConsumer {
@@ -369,7 +371,8 @@ impl GroupConsumer {
         let isolation = fetch.isolation;
         let (event_sender, events) = mpsc::unbounded_channel();
         let (commands, command_receiver) = mpsc::unbounded_channel();
-        let driver = Driver::new(client.clone(), member, event_sender, command_receiver);
+        let identity = Arc::new(std::sync::Mutex::new((String::new(), -1)));
+        let driver = Driver::new(client.clone(), member, event_sender, command_receiver, identity.clone());
         let task = tokio::spawn(driver.run());
         Ok(GroupConsumer {
             consumer: Consumer::new(client.clone(), fetch),
@@ -387,7 +390,23 @@ impl GroupConsumer {
             release_on_poll: None,
             failed: None,
             task,
+            identity,
+            instance_id: group.instance_id,
         })
+    }
+
+    /// The group and this member's current identity (member id and generation, or KIP-848
+    /// member epoch), for [`Producer::send_offsets_to_transaction`](crate::Producer::send_offsets_to_transaction):
+    /// the group coordinator refuses the transaction's offsets if this member was fenced out of
+    /// the group meanwhile (KIP-447). Take it after the records were processed, right before
+    /// sending the offsets.
+    pub fn group_metadata(&self) -> crate::ConsumerGroupMetadata {
+        let (member_id, generation) = self.identity.lock().map(|guard| guard.clone()).unwrap_or_default();
+        let mut metadata = crate::ConsumerGroupMetadata::new(self.group_id.clone()).with_member(generation, member_id);
+        if let Some(id) = &self.instance_id {
+            metadata = metadata.with_instance_id(id.clone());
+        }
+        metadata
     }
 
     /// The protocol in use ([`GroupProtocol::Auto`] resolved).

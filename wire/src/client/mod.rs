@@ -19,6 +19,7 @@ pub mod group;
 mod group_consumer;
 mod metadata;
 mod produce;
+pub(crate) mod producer;
 
 pub use admin::NewTopic;
 pub use consumer::{Consumer, FetchConfig, PartitionBatch};
@@ -26,6 +27,10 @@ pub use error::{ClientError, ErrorKind};
 pub use group_consumer::{ClassicAssignor, ConsumerEvent, GroupConfig, GroupConsumer, GroupProtocol, OffsetReset};
 pub use metadata::{BrokerInfo, ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition};
 pub use produce::{Compression, ProduceRecord};
+pub use producer::{
+    key_partition, murmur2, Acks, ConsumerGroupMetadata, DefaultPartitioner, DeliveryFuture, Partitioner, Producer,
+    ProducerConfig, RecordMetadata,
+};
 
 use crate::connection::{Connection, ConnectionConfig};
 use crate::protocol::messages::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};

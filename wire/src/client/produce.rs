@@ -1,6 +1,6 @@
-//! Produce: one record batch (magic 2) to one partition's leader, with any codec and acks.
-//! Idempotent and transactional producing come later; tests get transactions from the Java
-//! client.
+//! Produce: one record batch (magic 2) to one partition's leader, with any codec and acks. For
+//! tests and tools; applications use the batching, idempotent and transactional
+//! [`Producer`](crate::Producer).
 
 use bytes::Bytes;
 
@@ -74,7 +74,8 @@ impl Client {
     /// broker assigned. `acks`: 0, 1 or -1 (all). With acks 0 the broker does not answer and
     /// the returned offset is -1.
     ///
-    /// The producer is neither idempotent nor transactional: a retry after a lost response
+    /// For tests and tools: [`Producer`](crate::Producer) batches, retries without duplicates and
+    /// runs transactions. This call is neither idempotent nor transactional: a retry after a lost response
     /// (retriable errors are retried within the [`RetryPolicy`](crate::RetryPolicy) budget) can
     /// write the batch twice, as with any acks=1 client without idempotence. A dropped future
     /// may or may not have written the batch.

@@ -191,6 +191,8 @@ impl Default for ConnectionConfig {
 #[derive(Debug, Clone, Default)]
 pub struct BrokerVersions {
     ranges: Vec<(ApiKey, i16, i16)>,
+    /// Finalized feature levels (name, max level), when the broker sent valid ones.
+    features: Vec<(String, i16)>,
 }
 
 impl BrokerVersions {
@@ -199,6 +201,12 @@ impl BrokerVersions {
         let (_, broker_min, broker_max) = self.ranges.iter().find(|(key, _, _)| *key == R::API_KEY)?;
         let version = (*broker_max).min(R::MAX_VERSION);
         (version >= (*broker_min).max(R::MIN_VERSION)).then_some(version)
+    }
+
+    /// The cluster-wide finalized level of feature `name` (for example `transaction.version`),
+    /// as this broker announced it; `None` when it announced none.
+    pub fn finalized_feature(&self, name: &str) -> Option<i16> {
+        self.features.iter().find(|(feature, _)| feature == name).map(|(_, level)| *level)
     }
 
     pub fn range(&self, api_key: ApiKey) -> Option<(i16, i16)> {
@@ -410,7 +418,12 @@ impl Connection {
             }
             let ranges =
                 response.api_keys.iter().map(|range| (range.api_key, range.min_version, range.max_version)).collect();
-            return Ok(BrokerVersions { ranges });
+            let features = if response.finalized_features_epoch >= 0 {
+                response.finalized_features.iter().map(|f| (f.name.clone(), f.max_version_level)).collect()
+            } else {
+                Vec::new()
+            };
+            return Ok(BrokerVersions { ranges, features });
         }
     }
 

@@ -103,6 +103,15 @@ error_codes! {
     DUPLICATE_SEQUENCE_NUMBER = 46, Raise;
     INVALID_PRODUCER_EPOCH = 47, Raise;
     INVALID_TXN_STATE = 48, Raise;
+    // Producer and transaction codes: the producer's decision (fatal, abortable, or a retry in
+    // its own state machine), except CONCURRENT_TRANSACTIONS: the coordinator is still
+    // completing the previous transaction, so a retry after a short pause succeeds.
+    INVALID_PRODUCER_ID_MAPPING = 49, Raise;
+    INVALID_TRANSACTION_TIMEOUT = 50, Raise;
+    CONCURRENT_TRANSACTIONS = 51, Retry;
+    TRANSACTION_COORDINATOR_FENCED = 52, Raise;
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53, Raise;
+    OPERATION_NOT_ATTEMPTED = 55, Raise;
     SASL_AUTHENTICATION_FAILED = 58, Raise;
     KAFKA_STORAGE_ERROR = 56, RefreshMetadata;
     UNKNOWN_PRODUCER_ID = 59, Raise;
@@ -127,9 +136,12 @@ error_codes! {
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83, Retry;
     // Pending transactional offset commits (OffsetFetch with require_stable): retry later.
     UNSTABLE_OFFSET_COMMIT = 88, Retry;
+    INVALID_RECORD = 87, Raise;
+    PRODUCER_FENCED = 90, Raise;
     THROTTLING_QUOTA_EXCEEDED = 89, Retry;
     UNKNOWN_TOPIC_ID = 100, RefreshMetadata;
     INCONSISTENT_TOPIC_ID = 103, RefreshMetadata;
+    TRANSACTIONAL_ID_NOT_FOUND = 105, Raise;
     // The fetch session mixed topic names and ids (a broker upgrade mid-session): a new one.
     FETCH_SESSION_TOPIC_ID_ERROR = 106, Retry;
     // KIP-848 group codes: the group client's decision (FENCED_MEMBER_EPOCH: drop every
@@ -139,6 +151,7 @@ error_codes! {
     UNRELEASED_INSTANCE_ID = 111, Raise;
     UNSUPPORTED_ASSIGNOR = 112, Raise;
     STALE_MEMBER_EPOCH = 113, Raise;
+    TRANSACTION_ABORTABLE = 120, Raise;
     INVALID_REGULAR_EXPRESSION = 128, Raise;
 }
 

@@ -157,6 +157,9 @@ pub(crate) struct Driver {
     /// Closing: the reply to send once the member is out (or the deadline passed).
     closing: Option<(Instant, Option<oneshot::Sender<()>>)>,
     commands_open: bool,
+    /// The member id and generation (classic) or member epoch (KIP-848), for the handle's
+    /// `group_metadata` (a transactional producer's TxnOffsetCommit carries them, KIP-447).
+    identity: Arc<std::sync::Mutex<(String, i32)>>,
 }
 
 impl Driver {
@@ -165,8 +168,10 @@ impl Driver {
         member: Member,
         events: mpsc::UnboundedSender<MemberEvent>,
         commands: mpsc::UnboundedReceiver<Command>,
+        identity: Arc<std::sync::Mutex<(String, i32)>>,
     ) -> Self {
         Driver {
+            identity,
             client,
             member,
             events,
@@ -190,6 +195,17 @@ impl Driver {
         }
     }
 
+    fn publish_identity(&self) {
+        let current = match &self.member {
+            Member::Classic(member) => (member.member_id(), member.generation()),
+            Member::Kip848 { member, .. } => (member.member_id(), member.epoch()),
+        };
+        let mut shared = self.identity.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if shared.0 != current.0 || shared.1 != current.1 {
+            *shared = (current.0.to_string(), current.1);
+        }
+    }
+
     fn request_timeout(&self) -> Duration {
         self.client.config().connection.request_timeout
     }
@@ -209,6 +225,7 @@ impl Driver {
                 self.fail(error);
                 break;
             }
+            self.publish_identity();
             if self.finished(now) {
                 if let Some(error) = self.member_failure() {
                     self.fail(error);

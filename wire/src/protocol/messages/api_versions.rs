@@ -9,7 +9,7 @@
 //! - `ApiVersionsRequest.json`, `ApiVersionsResponse.json` (Kafka 4.1).
 //! - KIP-511 (client software name and version), KIP-482 (flexible versions).
 
-use super::{check_version, read_array, skip_tags, write_no_tags, Request, Response};
+use super::{check_version, finish_tagged, read_array, skip_tags, write_no_tags, Request, Response};
 use crate::protocol::api::ApiKey;
 use crate::protocol::codec::{DecodeError, Reader, Writer};
 use crate::protocol::error_code::ErrorCode;
@@ -29,6 +29,20 @@ pub struct ApiVersionsResponse {
     pub api_keys: Vec<ApiVersionRange>,
     /// 0 before v1.
     pub throttle_time_ms: i32,
+    /// v3+ (tagged): the cluster-wide finalized feature levels, valid when
+    /// `finalized_features_epoch` is at least 0. `transaction.version` decides which
+    /// transaction protocol a producer uses (KIP-890).
+    pub finalized_features: Vec<FinalizedFeature>,
+    /// v3+ (tagged): -1 when unknown.
+    pub finalized_features_epoch: i64,
+}
+
+/// One finalized feature: its name and the cluster-wide level range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizedFeature {
+    pub name: String,
+    pub max_version_level: i16,
+    pub min_version_level: i16,
 }
 
 /// The versions the broker supports for one API, inclusive.
@@ -40,6 +54,15 @@ pub struct ApiVersionRange {
 }
 
 impl ApiVersionsResponse {
+    /// The finalized max level of feature `name` (`transaction.version`, ...), if the broker
+    /// listed it and its finalized features are valid.
+    pub fn finalized_level(&self, name: &str) -> Option<i16> {
+        if self.finalized_features_epoch < 0 {
+            return None;
+        }
+        self.finalized_features.iter().find(|feature| feature.name == name).map(|feature| feature.max_version_level)
+    }
+
     /// The range for `api_key`, if the broker listed it.
     pub fn range(&self, api_key: ApiKey) -> Option<ApiVersionRange> {
         self.api_keys.iter().copied().find(|range| range.api_key == api_key)
@@ -103,11 +126,36 @@ impl Response for ApiVersionsResponse {
             Ok(range)
         })?;
         let throttle_time_ms = if version >= 1 { reader.i32("throttle time")? } else { 0 };
-        // SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures, ZkMigrationReady: not
-        // needed by this client.
-        skip_tags(reader, flexible)?;
+        let mut finalized_features = Vec::new();
+        let mut finalized_features_epoch = -1;
+        // SupportedFeatures (0) and ZkMigrationReady (3) are not needed by this client.
+        if flexible {
+            reader.tagged_fields(|tag, field| {
+                match tag {
+                    1 => {
+                        finalized_features_epoch =
+                            finish_tagged(field, "finalized features epoch", |f| f.i64("finalized features epoch"))?
+                    }
+                    2 => {
+                        finalized_features = finish_tagged(field, "finalized features", |f| {
+                            read_array(f, true, 1 + 2 + 2 + 1, "finalized features", |r| {
+                                let feature = FinalizedFeature {
+                                    name: r.string(true, "feature name")?,
+                                    max_version_level: r.i16("max version level")?,
+                                    min_version_level: r.i16("min version level")?,
+                                };
+                                r.skip_tagged_fields()?;
+                                Ok(feature)
+                            })
+                        })?;
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
         reader.finish("ApiVersions response")?;
-        Ok(ApiVersionsResponse { error_code, api_keys, throttle_time_ms })
+        Ok(ApiVersionsResponse { error_code, api_keys, throttle_time_ms, finalized_features, finalized_features_epoch })
     }
 }
 
@@ -115,6 +163,7 @@ impl Response for ApiVersionsResponse {
 mod tests {
     use super::*;
     use crate::protocol::messages::testing::*;
+    use crate::protocol::messages::write_tagged_field;
     use proptest::prelude::*;
 
     impl EncodeResponse for ApiVersionsResponse {
@@ -131,7 +180,21 @@ mod tests {
             if version >= 1 {
                 w.i32(self.throttle_time_ms);
             }
-            write_no_tags(w, flexible);
+            if flexible && (self.finalized_features_epoch != -1 || !self.finalized_features.is_empty()) {
+                w.uvarint(2);
+                write_tagged_field(w, 1, |w| w.i64(self.finalized_features_epoch));
+                write_tagged_field(w, 2, |w| {
+                    w.array_len(true, self.finalized_features.len());
+                    for feature in &self.finalized_features {
+                        w.string(true, &feature.name);
+                        w.i16(feature.max_version_level);
+                        w.i16(feature.min_version_level);
+                        w.empty_tagged_fields();
+                    }
+                });
+            } else {
+                write_no_tags(w, flexible);
+            }
         }
     }
 
@@ -147,18 +210,37 @@ mod tests {
                 5,
             ),
             any::<i32>(),
+            small_vec(
+                (name(), any::<i16>(), any::<i16>()).prop_map(|(name, max_version_level, min_version_level)| {
+                    FinalizedFeature { name, max_version_level, min_version_level }
+                }),
+                3,
+            ),
+            0i64..1000,
         )
-            .prop_map(|(error_code, api_keys, throttle_time_ms)| ApiVersionsResponse {
-                error_code,
-                api_keys,
-                throttle_time_ms,
-            })
+            .prop_map(
+                |(error_code, api_keys, throttle_time_ms, finalized_features, finalized_features_epoch)| {
+                    ApiVersionsResponse {
+                        error_code,
+                        api_keys,
+                        throttle_time_ms,
+                        finalized_features,
+                        finalized_features_epoch,
+                    }
+                },
+            )
     }
 
     proptest! {
         #[test]
         fn response_roundtrips(value in response()) {
             for version in 0..=4 {
+                // Features are tagged fields, which exist from v3 only.
+                let value = if version >= 3 {
+                    value.clone()
+                } else {
+                    ApiVersionsResponse { finalized_features: Vec::new(), finalized_features_epoch: -1, ..value.clone() }
+                };
                 check_roundtrip(&value, version)?;
             }
         }
@@ -189,6 +271,7 @@ mod tests {
             1, 3, 1, 1, // tagged field 3 (ZkMigrationReady) = true
         ];
         let response: ApiVersionsResponse = decode_response(bytes::Bytes::from(bytes), 3).unwrap();
+        assert_eq!(response.finalized_level("transaction.version"), None);
         assert_eq!(
             response.range(ApiKey::FETCH),
             Some(ApiVersionRange { api_key: ApiKey::FETCH, min_version: 4, max_version: 18 })
@@ -201,6 +284,8 @@ mod tests {
             error_code: ErrorCode::UNSUPPORTED_VERSION,
             api_keys: vec![ApiVersionRange { api_key: ApiKey::API_VERSIONS, min_version: 0, max_version: 3 }],
             throttle_time_ms: 0,
+            finalized_features: Vec::new(),
+            finalized_features_epoch: -1,
         };
         let bytes = encode_response(&v0, 0);
         assert!(decode_response::<ApiVersionsResponse>(bytes.clone(), 4).is_err());
@@ -211,6 +296,23 @@ mod tests {
         let ok = ApiVersionsResponse { error_code: ErrorCode::NONE, ..v0 };
         let mut reader = Reader::new(encode_response(&ok, 4));
         assert_eq!(ApiVersionsResponse::decode_with_fallback(4, &mut reader).unwrap(), ok);
+    }
+
+    #[test]
+    fn finalized_transaction_version_is_read() {
+        let bytes = vec![
+            0, 0, // error code
+            1, // no api keys
+            0, 0, 0, 0, // throttle
+            2, // two tagged fields
+            1, 8, 0, 0, 0, 0, 0, 0, 0, 5, // 1: epoch 5
+            2, 26, 2, // 2: one feature
+            20, b't', b'r', b'a', b'n', b's', b'a', b'c', b't', b'i', b'o', b'n', b'.', b'v', b'e', b'r', b's', b'i',
+            b'o', b'n', 0, 2, 0, 0, 0,
+        ];
+        let response: ApiVersionsResponse = decode_response(bytes::Bytes::from(bytes), 4).unwrap();
+        assert_eq!(response.finalized_level("transaction.version"), Some(2));
+        assert_eq!(response.finalized_level("group.version"), None);
     }
 
     #[test]

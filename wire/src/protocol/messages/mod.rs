@@ -9,6 +9,8 @@
 use super::api::ApiKey;
 use super::codec::{DecodeError, Reader, Writer};
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod api_versions;
 pub mod consumer_group_heartbeat;
 pub mod consumer_protocol;
@@ -16,6 +18,7 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -31,6 +34,7 @@ pub mod produce;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 #[cfg(test)]
 mod testing;

@@ -438,3 +438,24 @@ impl Iterator for Records {
         (0, Some(self.remaining as usize))
     }
 }
+
+/// A copy of the encoded batch `bytes` with another producer id, epoch and base sequence, and
+/// its CRC-32C recomputed: a producer renumbers a batch it already encoded (and compressed)
+/// after an epoch bump without encoding it again. Bytes shorter than a batch header are
+/// returned unchanged (the producer only passes batches it built).
+pub(crate) fn restamp(bytes: &[u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    if out.len() < BATCH_HEADER_LEN {
+        return out;
+    }
+    let fields =
+        producer_id.to_be_bytes().into_iter().chain(producer_epoch.to_be_bytes()).chain(base_sequence.to_be_bytes());
+    for (slot, byte) in out.iter_mut().skip(43).zip(fields) {
+        *slot = byte;
+    }
+    let crc = crc32c::crc32c(out.get(CRC_START..).unwrap_or_default());
+    for (slot, byte) in out.iter_mut().skip(17).zip(crc.to_be_bytes()) {
+        *slot = byte;
+    }
+    out
+}

@@ -1,0 +1,95 @@
+//! The producer side of the producer benchmark (issue #16, `bench/producer.sh`): writes
+//! `count` records of `size` bytes to `topic` with the library `Producer` and prints one JSON
+//! line: records/s, MB/s, and the send-to-acknowledgement latency percentiles.
+//!
+//! ```text
+//! sluice-produce <bootstrap> <topic> <count> <size> <none|gzip|snappy|lz4|zstd> <all|leader> <linger_ms>
+//! ```
+//!
+//! Values are pseudo-random text of the given size (compressible about as JSON is); keys are
+//! null (the sticky partitioner), as in Kafka's `ProducerPerformance`.
+
+use std::time::{Duration, Instant};
+
+use sluice_wire::{Acks, Client, ClientConfig, Compression, ProduceRecord, Producer, ProducerConfig};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [bootstrap, topic, count, size, compression, acks, linger] = args.as_slice() else {
+        eprintln!("usage: sluice-produce <bootstrap> <topic> <count> <size> <codec> <all|leader> <linger_ms>");
+        std::process::exit(2);
+    };
+    let count: usize = count.parse()?;
+    let size: usize = size.parse()?;
+    let compression = match compression.as_str() {
+        "none" => Compression::None,
+        "gzip" => Compression::Gzip,
+        "snappy" => Compression::Snappy,
+        "lz4" => Compression::Lz4,
+        "zstd" => Compression::Zstd,
+        other => return Err(format!("unknown codec {other}").into()),
+    };
+    let acks = match acks.as_str() {
+        "all" => Acks::All,
+        "leader" => Acks::Leader,
+        other => return Err(format!("acks must be all or leader, not {other}").into()),
+    };
+    let client = Client::connect(ClientConfig::new([bootstrap.clone()])).await?;
+    let config = ProducerConfig::default()
+        .with_acks(acks)
+        .with_compression(compression)
+        .with_linger(Duration::from_millis(linger.parse()?));
+    let producer = Producer::new(client, config).await?;
+    // A fixed pool of values, so that generating them costs nothing during the run.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let words = ["order", "amount", "customer", "status", "shipped", "12.50", "true", "null", "EUR", "2026"];
+    let values: Vec<Vec<u8>> = (0..1024)
+        .map(|_| {
+            let mut value = Vec::with_capacity(size);
+            while value.len() < size {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                value.extend_from_slice(words[(state % words.len() as u64) as usize].as_bytes());
+                value.push(b' ');
+            }
+            value.truncate(size);
+            value
+        })
+        .collect();
+    let (latency_tx, mut latency_rx) = tokio::sync::mpsc::unbounded_channel::<Duration>();
+    let started = Instant::now();
+    for i in 0..count {
+        let sent = Instant::now();
+        let delivery = producer.send(topic, ProduceRecord::new(None, Some(&values[i % values.len()]))).await?;
+        let latency_tx = latency_tx.clone();
+        tokio::spawn(async move {
+            if delivery.await.is_ok() {
+                let _ = latency_tx.send(sent.elapsed());
+            }
+        });
+    }
+    producer.flush().await?;
+    drop(latency_tx);
+    let elapsed = started.elapsed();
+    let mut latencies = Vec::with_capacity(count);
+    while let Some(latency) = latency_rx.recv().await {
+        latencies.push(latency);
+    }
+    producer.close(Duration::from_secs(30)).await?;
+    latencies.sort();
+    let percentile = |p: f64| -> f64 {
+        latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    println!(
+        r#"{{"client":"sluice","records":{count},"acked":{},"size":{size},"seconds":{:.3},"records_per_sec":{:.0},"mb_per_sec":{:.2},"p50_ms":{:.2},"p99_ms":{:.2}}}"#,
+        latencies.len(),
+        elapsed.as_secs_f64(),
+        count as f64 / elapsed.as_secs_f64(),
+        (count * size) as f64 / elapsed.as_secs_f64() / 1e6,
+        percentile(0.5),
+        percentile(0.99),
+    );
+    Ok(())
+}
