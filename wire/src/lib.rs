@@ -141,7 +141,9 @@
 // exception is an `#[allow]` on the one item that needs it, with the reason next to it.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
+pub mod auth;
 mod client;
+pub mod http;
 mod retry;
 
 #[cfg(feature = "unstable")]
