@@ -10,8 +10,10 @@
 //! [`postgres`] does the same for the real PostgreSQL server (`tests/postgres/server.sh`,
 //! `SLUICE_POSTGRES_URL`): a fresh database per test.
 
+pub mod auth;
 pub mod checker;
 pub mod fake_broker;
+pub mod fake_http;
 pub mod fault_proxy;
 pub mod postgres;
 

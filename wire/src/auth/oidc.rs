@@ -242,7 +242,10 @@ impl OidcTokenSource {
         match self.fetch().await {
             Ok(response) => {
                 let fetched_at = Instant::now();
-                let refresh_in = response.lifetime.mul_f64(0.8).min(response.lifetime.saturating_sub(Duration::from_secs(60)));
+                // Kafka's refresh window (80%), but at least a minute before expiry for long tokens and
+                // at half the lifetime for short ones.
+                let lifetime = response.lifetime;
+                let refresh_in = lifetime.mul_f64(0.8).min(lifetime.saturating_sub(Duration::from_secs(60)).max(lifetime / 2));
                 let token = response.access_token.clone();
                 tracing::debug!(endpoint = %self.endpoint, "fetched an OAuth token from {} valid for {} s", self.endpoint, response.lifetime.as_secs());
                 *cache = Some(Cached {
