@@ -77,3 +77,73 @@ pub(crate) fn excerpt(text: &str) -> String {
     }
     out.trim().to_string()
 }
+
+/// What a rejected JWT says about itself, for the error message: the broker answers every
+/// rejection with the same `invalid_token`, but the usual causes (expired, another audience or
+/// issuer, a key the broker does not have) show in the claims. Only claims are quoted, never the
+/// token. `None` when `token` is not a JWT (an MSK IAM token, say).
+pub(crate) fn describe_jwt(token: &str, now: std::time::SystemTime) -> Option<String> {
+    use base64::Engine as _;
+    let mut parts = token.split('.');
+    let decode = |part: &str| {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part.trim_end_matches('=')).ok()?;
+        json::parse_object(std::str::from_utf8(&bytes).ok()?)
+    };
+    let header = decode(parts.next()?)?;
+    let claims = decode(parts.next()?)?;
+    let text = |members: &[(String, json::Value)], name: &str| json::string(members, name).map(excerpt);
+    let mut out = String::from("the token is a JWT");
+    if let Some(issuer) = text(&claims, "iss") {
+        out.push_str(&format!(" issued by {issuer}"));
+    }
+    match (text(&claims, "aud"), claims.iter().any(|(key, _)| key == "aud")) {
+        (Some(audience), _) => out.push_str(&format!(" for audience {audience}")),
+        (None, true) => out.push_str(" for several audiences"),
+        (None, false) => out.push_str(" without an audience"),
+    }
+    if let Some(subject) = text(&claims, "sub") {
+        out.push_str(&format!(", subject {subject}"));
+    }
+    let key = text(&header, "kid").unwrap_or_else(|| "none".to_string());
+    let algorithm = text(&header, "alg").unwrap_or_else(|| "none".to_string());
+    out.push_str(&format!(", signed with key id {key} ({algorithm})"));
+    let now_secs = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() as i64;
+    match json::integer(&claims, "exp") {
+        Some(exp) if exp <= now_secs => out.push_str(&format!(
+            "; it EXPIRED {} s ago (exp {}): get a fresh token, or check the clocks of the issuer and this machine",
+            now_secs - exp,
+            aws::iso8601_utc(exp)
+        )),
+        Some(exp) => out.push_str(&format!(
+            "; it is valid until {}: check that the broker expects this issuer and audience and trusts this key \
+             (a signature the broker cannot verify is refused the same way)",
+            aws::iso8601_utc(exp)
+        )),
+        None => out.push_str("; it has no exp claim, which Kafka requires"),
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn a_rejected_jwt_is_described_by_its_claims() {
+        let encode = |text: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text);
+        let token = format!(
+            "{}.{}.c2lnbmF0dXJl",
+            encode(r#"{"alg":"RS256","kid":"k1"}"#),
+            encode(r#"{"iss":"https://idp","aud":"kafka","sub":"svc","exp":1000}"#)
+        );
+        let expired = describe_jwt(&token, UNIX_EPOCH + Duration::from_secs(1600)).unwrap();
+        assert!(expired.contains("issued by https://idp for audience kafka, subject svc, signed with key id k1 (RS256)"), "{expired}");
+        assert!(expired.contains("EXPIRED 600 s ago (exp 1970-01-01T00:16:40Z)"), "{expired}");
+        let current = describe_jwt(&token, UNIX_EPOCH).unwrap();
+        assert!(current.contains("valid until 1970-01-01T00:16:40Z"), "{current}");
+        assert!(!current.contains("c2lnbmF0dXJl"));
+        assert_eq!(describe_jwt("not-a-jwt", UNIX_EPOCH), None);
+    }
+}

@@ -509,7 +509,15 @@ impl Connection {
             if !response.error_code.is_ok() {
                 let broker_says = response.error_message.unwrap_or_else(|| response.error_code.to_string());
                 let ours = session.rejection().map(|rejection| format!(" ({rejection})")).unwrap_or_default();
-                return Err(failed(rejection_cause(mechanism, round), Some(format!("{broker_says}{ours}"))));
+                let token = match mechanism {
+                    SaslMechanism::OAuthBearer => credentials
+                        .fixed_token()
+                        .and_then(|token| crate::auth::describe_jwt(token, std::time::SystemTime::now()))
+                        .map(|description| format!("; {description}"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                return Err(failed(rejection_cause(mechanism, round), Some(format!("{broker_says}{ours}{token}"))));
             }
             match session.handle_server_message(&response.auth_bytes).map_err(sasl_error)? {
                 SaslStep::Done => {

@@ -85,6 +85,11 @@ impl fmt::Debug for AwsCredentials {
     }
 }
 
+/// `secs` since the epoch as ISO 8601 UTC (for messages).
+pub(crate) fn iso8601_utc(secs: i64) -> String {
+    time::iso8601(UNIX_EPOCH + Duration::from_secs(secs.max(0) as u64))
+}
+
 /// Reads an environment variable; tests give their own.
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 

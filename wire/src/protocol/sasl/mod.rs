@@ -224,6 +224,14 @@ impl SaslCredentials {
         self
     }
 
+    /// The fixed token, if these credentials are one.
+    pub(crate) fn fixed_token(&self) -> Option<&str> {
+        match &self.kind {
+            CredentialKind::Token(token) => Some(token.expose_secret()),
+            _ => None,
+        }
+    }
+
     /// The asynchronous token source, if these credentials have one.
     pub(crate) fn token_source(&self) -> Option<&Arc<dyn crate::auth::TokenSource>> {
         match &self.kind {
