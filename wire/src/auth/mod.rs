@@ -20,7 +20,7 @@ pub(crate) mod json;
 mod oidc;
 
 pub use aws::{AwsCredentials, MskIamConfig, MskIamTokenSource};
-pub use oidc::{OidcConfig, OidcTokenSource};
+pub use oidc::{decode_token_response, OidcConfig, OidcTokenSource, TokenResponse};
 
 use std::fmt;
 use std::future::Future;
@@ -82,7 +82,7 @@ pub(crate) fn excerpt(text: &str) -> String {
 /// rejection with the same `invalid_token`, but the usual causes (expired, another audience or
 /// issuer, a key the broker does not have) show in the claims. Only claims are quoted, never the
 /// token. `None` when `token` is not a JWT (an MSK IAM token, say).
-pub(crate) fn describe_jwt(token: &str, now: std::time::SystemTime) -> Option<String> {
+pub fn describe_jwt(token: &str, now: std::time::SystemTime) -> Option<String> {
     use base64::Engine as _;
     let mut parts = token.split('.');
     let decode = |part: &str| {
