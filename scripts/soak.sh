@@ -13,6 +13,10 @@
 #                                                            connector/tests/group.rs
 #   postgres            SLUICE_PG_KILL_ROUNDS (default 100 kill -9), SLUICE_PG_CRASH_ROUNDS
 #                       (default 90: each crash point 10 times)   connector/tests/postgres.rs
+#   re-authentication   SLUICE_REAUTH_SECS    (default 60 s per mechanism: SCRAM, PLAIN,
+#                                             OAUTHBEARER; and the continuous sluice read)
+#                                                            tests/tests/reauthentication.rs,
+#                                                            connector/tests/cloud_auth.rs
 #
 # one suite at a time (they share the brokers), and prints every `RELIABILITY ...` line the
 # tests wrote: the figures TESTING.md's table records. The full log goes to target/soak.log.
@@ -27,10 +31,15 @@ export SLUICE_SOAK_ROUNDS="${SLUICE_SOAK_ROUNDS:-10}"
 export SLUICE_GROUP_ROUNDS="${SLUICE_GROUP_ROUNDS:-10}"
 export SLUICE_PG_KILL_ROUNDS="${SLUICE_PG_KILL_ROUNDS:-100}"
 export SLUICE_PG_CRASH_ROUNDS="${SLUICE_PG_CRASH_ROUNDS:-90}"
+export SLUICE_REAUTH_SECS="${SLUICE_REAUTH_SECS:-60}"
 
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start >/dev/null
 tests/kafka/broker.sh start-cluster >/dev/null
+if [[ ! -f .kafka/secure/certs/ca.pem ]]; then
+  cargo run -q --locked -p sluice-certs-tests --bin gen-certs -- .kafka/secure/certs
+fi
+tests/kafka/broker.sh start-auth .kafka/secure/certs >/dev/null
 if [[ -z "${SLUICE_POSTGRES_URL:-}" ]]; then
   # Starts a fresh one (tests/postgres/server.sh wipes its data directory at each start).
   SLUICE_POSTGRES_URL="$(tests/postgres/server.sh start)"
@@ -50,6 +59,14 @@ for suite in crash_points cluster_failover network_faults disk_faults group post
   fi
   echo "   $suite: $((SECONDS - started)) s" | tee -a "$log"
 done
+echo "== soak: re-authentication ($SLUICE_REAUTH_SECS s per run)" | tee -a "$log"
+started=$SECONDS
+if ! cargo test --locked -p sluice-tests --test reauthentication -- --nocapture >>"$log" 2>&1 \
+   || ! cargo test --locked -p sluice --test cloud_auth -- --nocapture >>"$log" 2>&1; then
+  echo "soak: re-authentication FAILED (see $log)" >&2
+  status=1
+fi
+echo "   re-authentication: $((SECONDS - started)) s" | tee -a "$log"
 echo "== soak results"
-grep -h '^RELIABILITY ' "$log" || true
+grep -h '^RELIABILITY \|^REAUTH ' "$log" || true
 exit "$status"

@@ -1292,8 +1292,11 @@ impl Fields {
             ("sasl_oauthbearer_scope", scope.is_some()),
             ("sasl_oauthbearer_ca_pem", oauth_ca_pem.is_some()),
         ];
-        let aws_fields =
-            [("aws_region", region.is_some()), ("aws_role_arn", role_arn.is_some()), ("aws_role_session_name", role_session_name.is_some())];
+        let aws_fields = [
+            ("aws_region", region.is_some()),
+            ("aws_role_arn", role_arn.is_some()),
+            ("aws_role_session_name", role_session_name.is_some()),
+        ];
         if !aws_mechanism {
             if let Some((name, _)) = aws_fields.iter().find(|(_, set)| *set) {
                 return Err(ConfigError::invalid(
@@ -1326,7 +1329,10 @@ impl Fields {
                     } else {
                         "put the token in `sasl_oauth_token`, or use `sasl_oauthbearer_token_endpoint_url` with a client id and secret"
                     };
-                    return Err(ConfigError::invalid(name, format!("`{name}` does not apply to {label}: remove it ({fix})")));
+                    return Err(ConfigError::invalid(
+                        name,
+                        format!("`{name}` does not apply to {label}: remove it ({fix})"),
+                    ));
                 }
             }
             let base = |password: Secret, oidc, aws| SaslConfig {
@@ -1380,7 +1386,11 @@ impl Fields {
                         ));
                     }
                 }
-                return Ok(Some(base(Secret(String::new()), None, Some(AwsSettings { region, role_arn, role_session_name }))));
+                return Ok(Some(base(
+                    Secret(String::new()),
+                    None,
+                    Some(AwsSettings { region, role_arn, role_session_name }),
+                )));
             }
             if let Some(endpoint) = endpoint {
                 if token.is_some() {
@@ -1411,9 +1421,15 @@ impl Fields {
                     )
                 };
                 let client_id = client_id.ok_or_else(|| missing("sasl_oauthbearer_client_id", "\"my-client\""))?;
-                let client_secret =
-                    client_secret.ok_or_else(|| missing("sasl_oauthbearer_client_secret", "\"${OAUTH_CLIENT_SECRET}\""))?;
-                let oidc = OidcSettings { token_endpoint_url: endpoint, client_id, client_secret, scope, ca_pem: oauth_ca_pem };
+                let client_secret = client_secret
+                    .ok_or_else(|| missing("sasl_oauthbearer_client_secret", "\"${OAUTH_CLIENT_SECRET}\""))?;
+                let oidc = OidcSettings {
+                    token_endpoint_url: endpoint,
+                    client_id,
+                    client_secret,
+                    scope,
+                    ca_pem: oauth_ca_pem,
+                };
                 return Ok(Some(base(Secret(String::new()), Some(oidc), None)));
             }
             if let Some((name, _)) = oidc_fields.iter().find(|(_, set)| *set) {
@@ -1460,7 +1476,15 @@ impl Fields {
         };
         let username = username.ok_or_else(|| missing("sasl_username"))?;
         let password = password.ok_or_else(|| missing("sasl_password"))?;
-        Ok(Some(SaslConfig { mechanism, username, password, allow_plaintext, oidc: None, aws: None, extensions: Vec::new() }))
+        Ok(Some(SaslConfig {
+            mechanism,
+            username,
+            password,
+            allow_plaintext,
+            oidc: None,
+            aws: None,
+            extensions: Vec::new(),
+        }))
     }
 
     /// `sasl_oauthbearer_extensions`: an object of strings, keys letters only (not `auth`),
@@ -1581,7 +1605,13 @@ mod tests {
         assert_eq!(oidc.scope.as_deref(), Some("kafka"));
         let mut extensions = sasl.extensions.clone();
         extensions.sort();
-        assert_eq!(extensions, [("identityPoolId".to_string(), "pool-Ab12".to_string()), ("logicalCluster".to_string(), "lkc-1".to_string())]);
+        assert_eq!(
+            extensions,
+            [
+                ("identityPoolId".to_string(), "pool-Ab12".to_string()),
+                ("logicalCluster".to_string(), "lkc-1".to_string())
+            ]
+        );
         let debug = format!("{sasl:?}");
         assert!(!debug.contains("the-client-secret") && !debug.contains("BEGIN CERTIFICATE"), "{debug}");
     }

@@ -339,7 +339,8 @@ pub async fn connect_with_retry(config: &Config, retry: RetryPolicy) -> Result<C
                     http = http.with_ca_pem(ca.expose());
                 }
                 let mut settings =
-                    OidcConfig::new(&oidc.token_endpoint_url, &oidc.client_id, oidc.client_secret.expose()).with_http(http);
+                    OidcConfig::new(&oidc.token_endpoint_url, &oidc.client_id, oidc.client_secret.expose())
+                        .with_http(http);
                 if let Some(scope) = &oidc.scope {
                     settings = settings.with_scope(scope);
                 }
@@ -358,7 +359,9 @@ pub async fn connect_with_retry(config: &Config, retry: RetryPolicy) -> Result<C
                     .map_err(|error| ReadError::Auth { field: "aws_region", message: error.message })?;
                 SaslCredentials::oauth_token_source(source)
             }
-            (SaslMechanism::OAuthBearer, None, None) => SaslCredentials::oauth_token(sasl.password.expose().to_string()),
+            (SaslMechanism::OAuthBearer, None, None) => {
+                SaslCredentials::oauth_token(sasl.password.expose().to_string())
+            }
             _ => SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
         };
         let credentials = credentials.with_oauth_extensions(sasl.extensions.clone());

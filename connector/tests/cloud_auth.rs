@@ -78,7 +78,8 @@ async fn a_continuous_read_with_oidc_tokens_outlives_many_sessions() {
         }
         for (p, count) in produced.iter_mut().enumerate() {
             let values: Vec<String> = (0..10).map(|i| json!({"p": p, "n": *count + i}).to_string()).collect();
-            let records: Vec<ProduceRecord> = values.iter().map(|v| ProduceRecord::new(None, Some(v.as_bytes()))).collect();
+            let records: Vec<ProduceRecord> =
+                values.iter().map(|v| ProduceRecord::new(None, Some(v.as_bytes()))).collect();
             producer
                 .produce(&TopicPartition::new(&topic, p as i32), &records, Compression::None, -1)
                 .await
@@ -90,7 +91,11 @@ async fn a_continuous_read_with_oidc_tokens_outlives_many_sessions() {
     let expected: std::collections::BTreeMap<i32, i64> = [(0, produced[0]), (1, produced[1])].into();
     let deadline = Instant::now() + Duration::from_secs(30);
     while common::continuous_checkpoints(&dest, &topic).as_ref() != Some(&expected) {
-        assert!(Instant::now() < deadline, "checkpoints {:?}, produced {expected:?}", common::continuous_checkpoints(&dest, &topic));
+        assert!(
+            Instant::now() < deadline,
+            "checkpoints {:?}, produced {expected:?}",
+            common::continuous_checkpoints(&dest, &topic)
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Everything up to here happened with the connections open: no close yet.
@@ -104,7 +109,8 @@ async fn a_continuous_read_with_oidc_tokens_outlives_many_sessions() {
     }
     let oauth = &broker.oauth;
     let reauths = log_before_stop.matches(&format!("re-authenticated with broker {oauth}")).count();
-    let closes: Vec<&str> = log_before_stop.lines().filter(|line| line.contains(&format!("connection to broker {oauth} closed"))).collect();
+    let closes: Vec<&str> =
+        log_before_stop.lines().filter(|line| line.contains(&format!("connection to broker {oauth} closed"))).collect();
     assert!(closes.is_empty(), "connections closed during the run: {closes:?}");
     let minimum = (run_seconds() * 1000 / broker.reauth_ms).max(1) as usize;
     assert!(reauths >= minimum, "{reauths} re-authentications in {} s", run_seconds());

@@ -63,7 +63,10 @@ pub fn auth_broker() -> Option<AuthBroker> {
         return found;
     }
     if std::env::var("CI").is_ok_and(|value| value == "true") {
-        panic!("CI=true and the auth broker is not running ({}); `tests/kafka/broker.sh start-auth CERT_DIR`", path.display());
+        panic!(
+            "CI=true and the auth broker is not running ({}); `tests/kafka/broker.sh start-auth CERT_DIR`",
+            path.display()
+        );
     }
     eprintln!(
         "SKIPPED: no auth broker ({} missing or unreachable); start it with `tests/kafka/broker.sh start-auth .kafka/secure/certs`",

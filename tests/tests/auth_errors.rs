@@ -15,8 +15,8 @@ use sluice_wire::connection::Connection;
 use sluice_wire::http::HttpConfig;
 use sluice_wire::protocol::records::Compression;
 use sluice_wire::{
-    AuthFailure, Client, ClientConfig, ClientError, ConnectionConfig, ConnectionError, Consumer, FetchConfig,
-    NewTopic, ProduceRecord, RetryPolicy, SaslCredentials, SaslMechanism, SaslSettings, TopicPartition,
+    AuthFailure, Client, ClientConfig, ClientError, ConnectionConfig, ConnectionError, Consumer, FetchConfig, NewTopic,
+    ProduceRecord, RetryPolicy, SaslCredentials, SaslMechanism, SaslSettings, TopicPartition,
 };
 
 fn oidc_credentials(broker: &AuthBroker, client_id: &str, secret: &str, ca_pem: &str) -> SaslCredentials {
@@ -44,7 +44,10 @@ async fn connect_error(address: &str, credentials: SaslCredentials) -> Connectio
 async fn oidc_token_is_accepted_and_serves_produce_and_fetch() {
     let Some(broker) = auth_broker() else { return };
     let credentials = oidc_credentials(&broker, "sluice-good", "sluice-good-secret", &broker.ca_pem)
-        .with_oauth_extensions(vec![("logicalCluster".into(), "lkc-test".into()), ("identityPoolId".into(), "pool-1".into())]);
+        .with_oauth_extensions(vec![
+            ("logicalCluster".into(), "lkc-test".into()),
+            ("identityPoolId".into(), "pool-1".into()),
+        ]);
     let config = ClientConfig::new([broker.oauth.clone()])
         .with_connection(connection_config(SaslSettings::new(SaslMechanism::OAuthBearer, credentials)))
         .with_retry(RetryPolicy::default().with_budget(Duration::from_secs(5)));
@@ -68,9 +71,9 @@ async fn oidc_token_is_accepted_and_serves_produce_and_fetch() {
 
 fn rejected(error: &ConnectionError) -> String {
     match error {
-        ConnectionError::Authentication { failure: AuthFailure::TokenRejected, broker_message: Some(message), .. } => {
-            message.clone()
-        }
+        ConnectionError::Authentication {
+            failure: AuthFailure::TokenRejected, broker_message: Some(message), ..
+        } => message.clone(),
         other => panic!("expected the broker to reject the token, got {other:?} ({other})"),
     }
 }
@@ -83,8 +86,16 @@ async fn the_broker_rejects_expired_wrong_audience_and_badly_signed_tokens() {
     let Some(broker) = auth_broker() else { return };
     for (client_id, ours, brokers_reason) in [
         ("sluice-expired", "it EXPIRED", "is on or after the Expiration Time"),
-        ("sluice-wrong-aud", "for audience someone-else", "Audience (aud) claim [someone-else] doesn't contain an acceptable identifier"),
-        ("sluice-bad-sig", "a signature the broker cannot verify is refused the same way", "JWT rejected due to invalid signature"),
+        (
+            "sluice-wrong-aud",
+            "for audience someone-else",
+            "Audience (aud) claim [someone-else] doesn't contain an acceptable identifier",
+        ),
+        (
+            "sluice-bad-sig",
+            "a signature the broker cannot verify is refused the same way",
+            "JWT rejected due to invalid signature",
+        ),
     ] {
         let logged_before = broker_log_lines(brokers_reason).len();
         let credentials = oidc_credentials(&broker, client_id, &format!("{client_id}-secret"), &broker.ca_pem);
@@ -105,7 +116,9 @@ async fn the_broker_rejects_expired_wrong_audience_and_badly_signed_tokens() {
 /// The auth broker's server.log lines that contain `needle`.
 fn broker_log_lines(needle: &str) -> Vec<String> {
     let path = sluice_tests::repo_root().join(".kafka/auth/logs/server.log");
-    let path = std::env::var("SLUICE_AUTH_DIR").map(|dir| std::path::PathBuf::from(dir).join("logs/server.log")).unwrap_or(path);
+    let path = std::env::var("SLUICE_AUTH_DIR")
+        .map(|dir| std::path::PathBuf::from(dir).join("logs/server.log"))
+        .unwrap_or(path);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().filter(|line| line.contains(needle)).map(str::to_string).collect()
 }
@@ -114,7 +127,12 @@ fn broker_log_lines(needle: &str) -> Vec<String> {
 async fn token_endpoint_failures_are_named_before_the_broker_is_asked() {
     let Some(broker) = auth_broker() else { return };
     let cases = [
-        ("sluice-good", "wrong-secret", broker.ca_pem.clone(), "HTTP 401 (invalid_client: unknown client or wrong secret); check the client id and secret"),
+        (
+            "sluice-good",
+            "wrong-secret",
+            broker.ca_pem.clone(),
+            "HTTP 401 (invalid_client: unknown client or wrong secret); check the client id and secret",
+        ),
         ("sluice-good", "sluice-good-secret", broker.other_ca_pem.clone(), "not signed by a trusted CA"),
     ];
     for (client_id, secret, ca, needle) in cases {
@@ -131,7 +149,8 @@ async fn token_endpoint_failures_are_named_before_the_broker_is_asked() {
     }
     // Nothing listening: a transient failure, so the client retries it within its budget.
     let url = "https://127.0.0.1:1/token";
-    let config = OidcConfig::new(url, "sluice-good", "s").with_http(HttpConfig::default().with_ca_pem(broker.ca_pem.clone()));
+    let config =
+        OidcConfig::new(url, "sluice-good", "s").with_http(HttpConfig::default().with_ca_pem(broker.ca_pem.clone()));
     let credentials = SaslCredentials::oauth_token_source(OidcTokenSource::new(config).expect("config"));
     let error = connect_error(&broker.oauth, credentials).await;
     assert!(error.is_transient(), "{error:?}");
@@ -146,7 +165,8 @@ async fn a_refused_reauthentication_ends_in_a_clear_error() {
     let logs = captured_logs();
     let user = unique_topic("rotating").replace('-', "_");
     set_scram_password(&broker, "SCRAM-SHA-256", &user, "first-password");
-    let sasl = SaslSettings::new(SaslMechanism::ScramSha256, SaslCredentials::username_password(&user, "first-password"));
+    let sasl =
+        SaslSettings::new(SaslMechanism::ScramSha256, SaslCredentials::username_password(&user, "first-password"));
     let config = ClientConfig::new([broker.scram.clone()])
         .with_connection(connection_config(sasl))
         .with_retry(RetryPolicy::default().with_budget(Duration::from_secs(3)));
@@ -162,7 +182,9 @@ async fn a_refused_reauthentication_ends_in_a_clear_error() {
     let limit = Duration::from_millis(broker.reauth_ms) * 3 + Duration::from_secs(10);
     let error = loop {
         match consumer.poll().await {
-            Ok(_) => assert!(changed.elapsed() < limit, "still reading {} s after the password changed", limit.as_secs()),
+            Ok(_) => {
+                assert!(changed.elapsed() < limit, "still reading {} s after the password changed", limit.as_secs())
+            }
             Err(error) => break error,
         }
     };

@@ -105,10 +105,18 @@ async fn produce_and_consume(client: &Client, producer_client: &Client, address:
     }
     let closed = logs.lines_with(&closed_needle);
     let reauths = logs.lines_with(&reauth_needle).len() - reauth_before;
-    assert_eq!(closed.len(), closed_before, "connections to {address} closed during the run: {:?}", &closed[closed_before..]);
+    assert_eq!(
+        closed.len(),
+        closed_before,
+        "connections to {address} closed during the run: {:?}",
+        &closed[closed_before..]
+    );
     let lifetime = sluice_tests::auth::auth_broker().map(|b| b.reauth_ms).unwrap_or(5000);
     let minimum = (seconds * 1000 / lifetime).max(1) as usize;
-    assert!(reauths >= minimum, "{reauths} re-authentications with {address} in {seconds} s; expected at least {minimum}");
+    assert!(
+        reauths >= minimum,
+        "{reauths} re-authentications with {address} in {seconds} s; expected at least {minimum}"
+    );
     eprintln!(
         "REAUTH {address}: {seconds} s, {} + {} records produced and read once in order, {reauths} re-authentications, 0 connections closed",
         produced[0], produced[1]
@@ -118,7 +126,8 @@ async fn produce_and_consume(client: &Client, producer_client: &Client, address:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_sessions_are_renewed_under_produce_and_fetch() {
     let Some(broker) = auth_broker() else { return };
-    let sasl = SaslSettings::new(SaslMechanism::ScramSha512, SaslCredentials::username_password("alice", "alice-secret"));
+    let sasl =
+        SaslSettings::new(SaslMechanism::ScramSha512, SaslCredentials::username_password("alice", "alice-secret"));
     let (client, producer) = (connect(&broker.scram, sasl.clone()).await, connect(&broker.scram, sasl).await);
     produce_and_consume(&client, &producer, &broker.scram, run_seconds()).await;
 }
@@ -150,7 +159,7 @@ async fn oauthbearer_sessions_are_renewed_with_fresh_tokens() {
     let issued = tokens_issued(&broker, "sluice-short").await - issued_before;
     // 12 s tokens are fetched again at half their life: more than one token per run, and the
     // broker accepted every re-authentication (an expired token would have been refused).
-    assert!(issued >= 1 + seconds / 12, "{issued} tokens issued in {seconds} s");
+    assert!(issued > seconds / 12, "{issued} tokens issued in {seconds} s");
     // And cached: at most one fetch per 6 s (half the lifetime), plus the first.
     assert!(issued <= 2 + seconds / 6, "{issued} tokens issued in {seconds} s: the cache is not used");
     eprintln!("REAUTH {}: {issued} tokens fetched from the fake IdP", broker.oauth);

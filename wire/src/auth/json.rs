@@ -212,7 +212,18 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_one_object() {
-        for text in ["", "[]", "{", r#"{"a":1} x"#, r#"{"a":01}"#, r#"{"a":tru}"#, r#"{"a":[}"#, r#"{"a":"\q"}"#, "{\"a\":\"\u{1}\"}", r#"{"a":1,}"#] {
+        for text in [
+            "",
+            "[]",
+            "{",
+            r#"{"a":1} x"#,
+            r#"{"a":01}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":[}"#,
+            r#"{"a":"\q"}"#,
+            "{\"a\":\"\u{1}\"}",
+            r#"{"a":1,}"#,
+        ] {
             assert!(parse_object(text).is_none(), "{text}");
         }
         let deep = format!("{{\"a\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));

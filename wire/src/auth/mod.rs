@@ -139,7 +139,10 @@ mod tests {
             encode(r#"{"iss":"https://idp","aud":"kafka","sub":"svc","exp":1000}"#)
         );
         let expired = describe_jwt(&token, UNIX_EPOCH + Duration::from_secs(1600)).unwrap();
-        assert!(expired.contains("issued by https://idp for audience kafka, subject svc, signed with key id k1 (RS256)"), "{expired}");
+        assert!(
+            expired.contains("issued by https://idp for audience kafka, subject svc, signed with key id k1 (RS256)"),
+            "{expired}"
+        );
         assert!(expired.contains("EXPIRED 600 s ago (exp 1970-01-01T00:16:40Z)"), "{expired}");
         let current = describe_jwt(&token, UNIX_EPOCH).unwrap();
         assert!(current.contains("valid until 1970-01-01T00:16:40Z"), "{current}");

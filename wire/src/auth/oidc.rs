@@ -208,7 +208,12 @@ impl OidcTokenSource {
             return Err(TokenError::permanent("the OAuth client id is empty"));
         }
         let client = HttpClient::new(config.http.clone());
-        Ok(Arc::new(OidcTokenSource { endpoint: url.to_string(), config, client, cache: tokio::sync::Mutex::new(None) }))
+        Ok(Arc::new(OidcTokenSource {
+            endpoint: url.to_string(),
+            config,
+            client,
+            cache: tokio::sync::Mutex::new(None),
+        }))
     }
 
     async fn fetch(&self) -> Result<TokenResponse, TokenError> {
@@ -245,7 +250,8 @@ impl OidcTokenSource {
                 // Kafka's refresh window (80%), but at least a minute before expiry for long tokens and
                 // at half the lifetime for short ones.
                 let lifetime = response.lifetime;
-                let refresh_in = lifetime.mul_f64(0.8).min(lifetime.saturating_sub(Duration::from_secs(60)).max(lifetime / 2));
+                let refresh_in =
+                    lifetime.mul_f64(0.8).min(lifetime.saturating_sub(Duration::from_secs(60)).max(lifetime / 2));
                 let token = response.access_token.clone();
                 tracing::debug!(endpoint = %self.endpoint, "fetched an OAuth token from {} valid for {} s", self.endpoint, response.lifetime.as_secs());
                 *cache = Some(Cached {
@@ -301,7 +307,12 @@ mod tests {
     fn errors_say_what_and_never_quote_the_token() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
         let cases: [(u16, &[u8], &str, bool); 8] = [
-            (401, br#"{"error":"invalid_client","error_description":"bad secret"}"#, "invalid_client: bad secret", false),
+            (
+                401,
+                br#"{"error":"invalid_client","error_description":"bad secret"}"#,
+                "invalid_client: bad secret",
+                false,
+            ),
             (400, br#"{"error":"invalid_scope"}"#, "check the scope", false),
             (503, b"<html>down</html>", "HTTP 503 (<html>down</html>)", true),
             (200, b"not json", "not a JSON object", false),

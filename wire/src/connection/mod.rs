@@ -375,7 +375,12 @@ impl Connection {
             match authenticated {
                 Ok(Ok(lifetime)) => {
                     if let Some(lifetime) = lifetime {
-                        tokio::spawn(reauthenticate_until_closed(connection.downgrade(), sasl, lifetime, Instant::now()));
+                        tokio::spawn(reauthenticate_until_closed(
+                            connection.downgrade(),
+                            sasl,
+                            lifetime,
+                            Instant::now(),
+                        ));
                     }
                 }
                 Ok(Err(error)) => {

@@ -522,7 +522,10 @@ mod tests {
             decode_whole(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY", 100),
             Err(HttpDecodeError::BadChunk)
         );
-        assert_eq!(decode_whole(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", 100), Err(HttpDecodeError::Truncated));
+        assert_eq!(
+            decode_whole(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", 100),
+            Err(HttpDecodeError::Truncated)
+        );
         assert_eq!(decode_whole(b"HTTP/1.1 200 OK\r\n", 100), Err(HttpDecodeError::Truncated));
         assert!(matches!(decode_whole(b"SSH-2.0-OpenSSH\r\n\r\n", 100), Err(HttpDecodeError::MalformedHead(_))));
         let long_head = [b"HTTP/1.1 200 OK\r\nX: ".as_slice(), &[b'a'; MAX_HEAD_BYTES + 10]].concat();

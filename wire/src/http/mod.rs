@@ -163,7 +163,8 @@ impl HttpRequest {
 
     /// The request's bytes on the wire.
     fn encode(&self) -> Result<Vec<u8>, HttpError> {
-        let mut head = format!("{} {} HTTP/1.1\r\nHost: {}\r\n", self.method, self.url.target(), self.url.host_header());
+        let mut head =
+            format!("{} {} HTTP/1.1\r\nHost: {}\r\n", self.method, self.url.target(), self.url.host_header());
         let has = |name: &str| self.headers.iter().any(|(key, _)| key.eq_ignore_ascii_case(name));
         if !has("user-agent") {
             head.push_str(concat!("User-Agent: sluice/", env!("CARGO_PKG_VERSION"), "\r\n"));
@@ -294,7 +295,11 @@ impl fmt::Display for HttpError {
 
 /// The broker-centred TLS text, reworded for an HTTP server.
 fn problem_for_server(problem: &TlsProblem) -> String {
-    problem.to_string().replace("the broker's", "the server's").replace("the broker", "the server").replace("broker", "server")
+    problem
+        .to_string()
+        .replace("the broker's", "the server's")
+        .replace("the broker", "the server")
+        .replace("broker", "server")
 }
 
 impl std::error::Error for HttpError {
@@ -356,7 +361,11 @@ impl HttpClient {
         let connect = TcpStream::connect((url.host.as_str(), url.port));
         let stream = match tokio::time::timeout(connect_timeout, connect).await {
             Err(_) => {
-                return Err(HttpError::Timeout { request: label.to_string(), what: "connection", after: connect_timeout })
+                return Err(HttpError::Timeout {
+                    request: label.to_string(),
+                    what: "connection",
+                    after: connect_timeout,
+                })
             }
             Ok(Err(source)) => return Err(HttpError::Connect { request: label.to_string(), source }),
             Ok(Ok(stream)) => stream,
@@ -369,7 +378,11 @@ impl HttpClient {
         let handshake = tls::handshake(config, &url.host, stream);
         let stream = match tokio::time::timeout(connect_timeout, handshake).await {
             Err(_) => {
-                return Err(HttpError::Timeout { request: label.to_string(), what: "TLS handshake", after: connect_timeout })
+                return Err(HttpError::Timeout {
+                    request: label.to_string(),
+                    what: "TLS handshake",
+                    after: connect_timeout,
+                })
             }
             Ok(Err((problem, source))) => return Err(HttpError::Tls { request: label.to_string(), problem, source }),
             Ok(Ok(stream)) => stream,

@@ -194,6 +194,9 @@ mod tests {
     fn encodes_as_rfc_3986() {
         assert_eq!(percent_encode("a b/c:d~e_f.g-h"), "a%20b%2Fc%3Ad~e_f.g-h");
         assert_eq!(percent_encode("é"), "%C3%A9");
-        assert_eq!(form_encode([("grant_type", "client_credentials"), ("scope", "a b")]), "grant_type=client_credentials&scope=a%20b");
+        assert_eq!(
+            form_encode([("grant_type", "client_credentials"), ("scope", "a b")]),
+            "grant_type=client_credentials&scope=a%20b"
+        );
     }
 }

@@ -300,7 +300,8 @@ impl MskIamTokenSource {
             .env("AWS_ENDPOINT_URL_STS")
             .or_else(|| self.env("AWS_ENDPOINT_URL"))
             .unwrap_or_else(|| format!("https://sts.{}.amazonaws.com/", self.config.region));
-        let url = Url::parse(&text).map_err(|problem| TokenError::permanent(format!("the STS endpoint URL {problem}")))?;
+        let url =
+            Url::parse(&text).map_err(|problem| TokenError::permanent(format!("the STS endpoint URL {problem}")))?;
         if !url.https && !url.is_loopback() {
             return Err(TokenError::permanent(format!(
                 "the STS endpoint {url} is not https: credentials would travel in clear"
@@ -326,10 +327,16 @@ impl MskIamTokenSource {
         sts_credentials(&what, &response)
     }
 
-    async fn assume_role(&self, base: &AwsCredentials, role: &str, session: &str) -> Result<AwsCredentials, TokenError> {
+    async fn assume_role(
+        &self,
+        base: &AwsCredentials,
+        role: &str,
+        session: &str,
+    ) -> Result<AwsCredentials, TokenError> {
         let url = self.sts_url()?;
         let body = sts::assume_role_body(role, session, 3600);
-        let headers = sigv4::sign_form_post(base, &self.config.region, "sts", &url.host_header(), &body, SystemTime::now());
+        let headers =
+            sigv4::sign_form_post(base, &self.config.region, "sts", &url.host_header(), &body, SystemTime::now());
         let mut request = HttpRequest::post(&url.to_string(), sigv4::FORM_CONTENT_TYPE, body)
             .map_err(|error| TokenError::permanent(error.to_string()))?;
         for (name, value) in headers {
@@ -388,7 +395,9 @@ impl MskIamTokenSource {
         }
         let session = String::from_utf8_lossy(&response.body).trim().to_string();
         if session.is_empty() || !session.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(TokenError::permanent(format!("{what} answered the session token request with no usable token")));
+            return Err(TokenError::permanent(format!(
+                "{what} answered the session token request with no usable token"
+            )));
         }
         let roles_url = format!("{base}/latest/meta-data/iam/security-credentials/");
         let request = HttpRequest::get(&roles_url)
@@ -466,13 +475,17 @@ fn status_failure(what: &str, response: &HttpResponse, hint: &str) -> TokenError
 fn sts_credentials(what: &str, response: &HttpResponse) -> Result<AwsCredentials, TokenError> {
     match decode_sts_response(&response.body) {
         Ok(StsAnswer::Credentials(credentials)) if response.is_success() => fresh(what, credentials),
-        Ok(StsAnswer::Credentials(_)) => Err(TokenError::permanent(format!("{what} answered HTTP {}", response.status))),
+        Ok(StsAnswer::Credentials(_)) => {
+            Err(TokenError::permanent(format!("{what} answered HTTP {}", response.status)))
+        }
         Ok(StsAnswer::Error { code, message }) => {
             let text = format!("{what} answered HTTP {}: {code}: {message}{}", response.status, sts::remedy(&code));
             let transient = response.status >= 500 || code.contains("Throttl") || code == "IDPCommunicationError";
             Err(if transient { TokenError::transient(text) } else { TokenError::permanent(text) })
         }
-        Err(why) if response.is_success() => Err(TokenError::permanent(format!("{what} gave an unusable answer: {why}"))),
+        Err(why) if response.is_success() => {
+            Err(TokenError::permanent(format!("{what} gave an unusable answer: {why}")))
+        }
         Err(_) => Err(status_failure(what, response, "")),
     }
 }
@@ -517,7 +530,12 @@ pub fn decode_endpoint_credentials(body: &[u8]) -> Result<AwsCredentials, String
         Some(text) => Some(time::parse_iso8601(text).ok_or("the Expiration is not an ISO 8601 time")?),
         None => None,
     };
-    Ok(AwsCredentials { access_key_id: id.to_string(), secret_access_key: SecretString::new(secret), session_token: token, expiration })
+    Ok(AwsCredentials {
+        access_key_id: id.to_string(),
+        secret_access_key: SecretString::new(secret),
+        session_token: token,
+        expiration,
+    })
 }
 
 #[cfg(test)]

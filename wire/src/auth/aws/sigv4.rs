@@ -81,10 +81,7 @@ pub fn msk_presigned_url(credentials: &AwsCredentials, region: &str, now: System
     let mut pairs: Vec<(String, String)> = vec![
         ("Action".into(), "kafka-cluster:Connect".into()),
         ("X-Amz-Algorithm".into(), ALGORITHM.into()),
-        (
-            "X-Amz-Credential".into(),
-            format!("{}/{date}/{region}/{service}/aws4_request", credentials.access_key_id),
-        ),
+        ("X-Amz-Credential".into(), format!("{}/{date}/{region}/{service}/aws4_request", credentials.access_key_id)),
         ("X-Amz-Date".into(), amz_date.clone()),
         ("X-Amz-Expires".into(), MSK_TOKEN_EXPIRY_SECS.to_string()),
         ("X-Amz-SignedHeaders".into(), "host".into()),
@@ -96,11 +93,7 @@ pub fn msk_presigned_url(credentials: &AwsCredentials, region: &str, now: System
     let signature = signature(credentials, &amz_date, region, service, &canonical);
     let query: Vec<String> =
         pairs.iter().map(|(key, value)| format!("{}={}", percent_encode(key), percent_encode(value))).collect();
-    format!(
-        "https://{host}/?{}&X-Amz-Signature={signature}&User-Agent={}",
-        query.join("&"),
-        percent_encode(user_agent)
-    )
+    format!("https://{host}/?{}&X-Amz-Signature={signature}&User-Agent={}", query.join("&"), percent_encode(user_agent))
 }
 
 /// The MSK IAM OAUTHBEARER token: the presigned URL, base64url without padding.

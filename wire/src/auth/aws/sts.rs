@@ -236,7 +236,10 @@ mod tests {
             assert!(error.contains(needle), "{body}: {error}");
         }
         assert!(decode_sts_response(&[0xff, 0xfe]).is_err());
-        assert_eq!(element("<CredentialsX>a</CredentialsX><Credentials a=\"1\">b</Credentials>", "Credentials"), Some("b"));
+        assert_eq!(
+            element("<CredentialsX>a</CredentialsX><Credentials a=\"1\">b</Credentials>", "Credentials"),
+            Some("b")
+        );
         assert_eq!(unescape("&#65;&#x42;&lt;").unwrap(), "AB<");
     }
 }

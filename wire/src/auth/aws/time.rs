@@ -60,7 +60,8 @@ pub(crate) fn parse_iso8601(text: &str) -> Option<SystemTime> {
         part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse().ok()).flatten()
     };
     let separators = [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')];
-    if separators.iter().any(|(at, c)| bytes.get(*at) != Some(c)) || !matches!(bytes.get(10), Some(b'T' | b't' | b' ')) {
+    if separators.iter().any(|(at, c)| bytes.get(*at) != Some(c)) || !matches!(bytes.get(10), Some(b'T' | b't' | b' '))
+    {
         return None;
     }
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
@@ -110,7 +111,15 @@ mod tests {
         assert_eq!(parse_iso8601("2015-08-30T12:36:00.123Z"), Some(time));
         assert_eq!(parse_iso8601("2015-08-30T14:36:00+02:00"), Some(time));
         assert_eq!(parse_iso8601("2024-02-29T00:00:00Z"), Some(UNIX_EPOCH + Duration::from_secs(1_709_164_800)));
-        for bad in ["", "2015-08-30", "2015-13-30T12:36:00Z", "2015-08-30T12:36:00", "2015-08-30T12:36:00.Z", "2015-08-30T12:36:00+0200", "２015-08-30T12:36:00Z"] {
+        for bad in [
+            "",
+            "2015-08-30",
+            "2015-13-30T12:36:00Z",
+            "2015-08-30T12:36:00",
+            "2015-08-30T12:36:00.Z",
+            "2015-08-30T12:36:00+0200",
+            "２015-08-30T12:36:00Z",
+        ] {
             assert_eq!(parse_iso8601(bad), None, "{bad}");
         }
     }

@@ -182,7 +182,10 @@ pub struct SaslCredentials {
 
 #[derive(Clone)]
 enum CredentialKind {
-    UsernamePassword { username: String, password: SecretString },
+    UsernamePassword {
+        username: String,
+        password: SecretString,
+    },
     Token(SecretString),
     TokenProvider(Arc<dyn TokenProvider>),
     /// Asynchronous: the connection layer awaits it and passes the token in as `Token`.
@@ -258,7 +261,7 @@ impl SaslCredentials {
             CredentialKind::UsernamePassword { username, password } => Ok((username, password)),
             CredentialKind::Token(_) | CredentialKind::TokenProvider(_) | CredentialKind::TokenSource(_) => {
                 Err(SaslError::InvalidCredentials {
-                mechanism,
+                    mechanism,
                     problem: "it needs a user name and password, but an OAuth token was configured",
                 })
             }
@@ -506,12 +509,10 @@ impl SaslSession {
                 };
                 MechanismClient::Scram(scram::ScramClient::new(hash, username, password, nonce)?)
             }
-            SaslMechanism::OAuthBearer => {
-                MechanismClient::OAuthBearer(oauthbearer::OAuthBearerClient::new(
-                    credentials.bearer_token()?,
-                    &credentials.extensions,
-                )?)
-            }
+            SaslMechanism::OAuthBearer => MechanismClient::OAuthBearer(oauthbearer::OAuthBearerClient::new(
+                credentials.bearer_token()?,
+                &credentials.extensions,
+            )?),
         };
         Ok(SaslSession { mechanism, client })
     }
