@@ -18,6 +18,11 @@
 //! - Errors: [`ClientError`] (with topic, partition and offset, [`ClientError::kind`] and `is_*`
 //!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
 //!   [`ErrorCode`]s.
+//! - Cloud authentication ([`auth`]): OAUTHBEARER tokens from an OIDC token endpoint
+//!   ([`auth::OidcTokenSource`]) or signed for AWS MSK IAM ([`auth::MskIamTokenSource`]), given
+//!   to [`SaslCredentials::oauth_token_source`]. Every SASL mechanism re-authenticates before
+//!   the broker's session lifetime ends (KIP-368).
+//! - [`http`]: the small HTTPS client those use (GET/POST, Basic/Bearer auth, a private CA).
 //!
 //! There is no idempotent or transactional producer yet.
 //!
