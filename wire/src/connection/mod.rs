@@ -367,11 +367,17 @@ impl Connection {
         let versions = connection.fetch_api_versions(timeout).await?;
         connection.versions = Arc::new(versions);
         if let Some(sasl) = connection.config.sasl.clone() {
-            let authenticated = tokio::time::timeout(timeout, async {
-                let credentials = connection.session_credentials(&sasl, false).await?;
-                connection.authenticate(&sasl, &credentials, false).await
-            })
-            .await;
+            // The token source has its own deadlines (an HTTP exchange); only the exchange with the
+            // broker is held to the connect timeout.
+            let credentials = match connection.session_credentials(&sasl, false).await {
+                Ok(credentials) => credentials,
+                Err(error) => {
+                    connection.close();
+                    return Err(error);
+                }
+            };
+            let authenticated =
+                tokio::time::timeout(timeout, connection.authenticate(&sasl, &credentials, false)).await;
             match authenticated {
                 Ok(Ok(lifetime)) => {
                     if let Some(lifetime) = lifetime {
@@ -421,15 +427,22 @@ impl Connection {
         reauthentication: bool,
     ) -> Result<SaslCredentials, ConnectionError> {
         let Some(source) = sasl.credentials.token_source() else { return Ok(sasl.credentials.clone()) };
-        match source.token().await {
-            Ok(token) => Ok(sasl.credentials.with_fetched_token(token)),
-            Err(error) => Err(ConnectionError::Authentication {
-                broker: self.broker.to_string(),
-                mechanism: sasl.mechanism,
-                failure: AuthFailure::TokenUnavailable { message: error.message, transient: error.transient },
-                broker_message: None,
-                reauthentication,
-            }),
+        let unavailable = |message: String, transient: bool| ConnectionError::Authentication {
+            broker: self.broker.to_string(),
+            mechanism: sasl.mechanism,
+            failure: AuthFailure::TokenUnavailable { message, transient },
+            broker_message: None,
+            reauthentication,
+        };
+        // A bound for token sources without deadlines of their own (the built-in ones have).
+        let limit = self.config.connect_timeout + self.config.request_timeout;
+        match tokio::time::timeout(limit, source.token()).await {
+            Ok(Ok(token)) => Ok(sasl.credentials.with_fetched_token(token)),
+            Ok(Err(error)) => Err(unavailable(error.message, error.transient)),
+            Err(_) => Err(unavailable(
+                format!("timed out: the token source gave no token within {} ms", limit.as_millis()),
+                true,
+            )),
         }
     }
 

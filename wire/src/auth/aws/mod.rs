@@ -50,14 +50,6 @@ pub struct AwsCredentials {
     pub expiration: Option<SystemTime>,
 }
 
-impl PartialEq for SecretString {
-    fn eq(&self, other: &Self) -> bool {
-        self.expose_secret() == other.expose_secret()
-    }
-}
-
-impl Eq for SecretString {}
-
 impl AwsCredentials {
     /// Long-term (or caller-managed) credentials.
     pub fn new(

@@ -131,6 +131,16 @@ impl fmt::Debug for SecretString {
     }
 }
 
+/// Compares the secrets (not in constant time: for configurations and tests, not for checking a
+/// secret someone presents).
+impl PartialEq for SecretString {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for SecretString {}
+
 impl From<String> for SecretString {
     fn from(secret: String) -> Self {
         SecretString(secret)
