@@ -16,6 +16,10 @@
 #   producer faults     SLUICE_PRODUCER_FAULT_ROUNDS (default 20 response cuts),
 #                       SLUICE_PRODUCER_CLUSTER_ROUNDS (default 10 leader SIGKILLs)
 #                                                            tests/tests/producer_faults.rs
+#   re-authentication   SLUICE_REAUTH_SECS    (default 60 s per mechanism: SCRAM, PLAIN,
+#                                             OAUTHBEARER; and the continuous sluice read)
+#                                                            tests/tests/reauthentication.rs,
+#                                                            connector/tests/cloud_auth.rs
 #
 # one suite at a time (they share the brokers), and prints every `RELIABILITY ...` line the
 # tests wrote: the figures TESTING.md's table records. The full log goes to target/soak.log.
@@ -32,10 +36,15 @@ export SLUICE_PG_KILL_ROUNDS="${SLUICE_PG_KILL_ROUNDS:-100}"
 export SLUICE_PG_CRASH_ROUNDS="${SLUICE_PG_CRASH_ROUNDS:-90}"
 export SLUICE_PRODUCER_FAULT_ROUNDS="${SLUICE_PRODUCER_FAULT_ROUNDS:-20}"
 export SLUICE_PRODUCER_CLUSTER_ROUNDS="${SLUICE_PRODUCER_CLUSTER_ROUNDS:-10}"
+export SLUICE_REAUTH_SECS="${SLUICE_REAUTH_SECS:-60}"
 
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start >/dev/null
 tests/kafka/broker.sh start-cluster >/dev/null
+if [[ ! -f .kafka/secure/certs/ca.pem ]]; then
+  cargo run -q --locked -p sluice-certs-tests --bin gen-certs -- .kafka/secure/certs
+fi
+tests/kafka/broker.sh start-auth .kafka/secure/certs >/dev/null
 if [[ -z "${SLUICE_POSTGRES_URL:-}" ]]; then
   # Starts a fresh one (tests/postgres/server.sh wipes its data directory at each start).
   SLUICE_POSTGRES_URL="$(tests/postgres/server.sh start)"
@@ -62,6 +71,14 @@ if ! cargo test --locked -p sluice-tests --test producer_faults -- --nocapture -
   status=1
 fi
 echo "   producer_faults: $((SECONDS - started)) s" | tee -a "$log"
+echo "== soak: re-authentication ($SLUICE_REAUTH_SECS s per run)" | tee -a "$log"
+started=$SECONDS
+if ! cargo test --locked -p sluice-tests --test reauthentication -- --nocapture >>"$log" 2>&1 \
+   || ! cargo test --locked -p sluice --test cloud_auth -- --nocapture >>"$log" 2>&1; then
+  echo "soak: re-authentication FAILED (see $log)" >&2
+  status=1
+fi
+echo "   re-authentication: $((SECONDS - started)) s" | tee -a "$log"
 echo "== soak results"
-grep -h '^RELIABILITY ' "$log" || true
+grep -h '^RELIABILITY \|^REAUTH ' "$log" || true
 exit "$status"

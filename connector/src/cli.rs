@@ -167,7 +167,12 @@ fn connection_hint(error: &ConnectionError) -> Option<String> {
             AuthFailure::UnknownUser => "check `sasl_username` (and that it has credentials for `sasl_mechanism`)",
             AuthFailure::WrongPassword => "check `sasl_password`",
             AuthFailure::WrongUserOrPassword => "check `sasl_username` and `sasl_password`",
-            AuthFailure::TokenRejected => "check `sasl_oauth_token`",
+            AuthFailure::TokenRejected => {
+                "check `sasl_oauth_token` (or the token endpoint's client, `sasl_oauthbearer_scope` and the broker's expected audience and issuer; with AWS_MSK_IAM, `aws_region` and the credentials' IAM permissions)"
+            }
+            AuthFailure::TokenUnavailable { .. } => {
+                "check `sasl_oauthbearer_token_endpoint_url`, `sasl_oauthbearer_client_id` and `sasl_oauthbearer_client_secret` (with AWS_MSK_IAM: the AWS credentials, `aws_role_arn`)"
+            }
             AuthFailure::MechanismNotEnabled { .. } => "set `sasl_mechanism` to one the broker offers",
             AuthFailure::Client(error) if error.is_authentication_failure() => {
                 "check `sasl_username`, `sasl_password` (or `sasl_oauth_token`) and `sasl_mechanism`"
@@ -559,6 +564,7 @@ mod tests {
                 mechanism: sluice_wire::SaslMechanism::ScramSha512,
                 failure,
                 broker_message: None,
+                reauthentication: false,
             }))
         };
         let report = error_report(&authentication(AuthFailure::WrongPassword));

@@ -23,9 +23,16 @@
 //! | `tls_enabled` | certificate-verified TLS (system trust store unless `tls_ca_pem`) | `false` |
 //! | `tls_ca_pem` | pasted PEM CA certificates, for a private CA | none |
 //! | `tls_cert_pem`, `tls_key_pem` | pasted PEM client chain and its private key, for mutual TLS; both or neither | none |
-//! | `sasl_mechanism` | `none`, `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512` or `OAUTHBEARER` (case-insensitive) | `none` |
+//! | `sasl_mechanism` | `none`, `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER` or `AWS_MSK_IAM` (case-insensitive) | `none` |
 //! | `sasl_username`, `sasl_password` | SASL credentials, required with PLAIN and SCRAM | none |
-//! | `sasl_oauth_token` | the bearer token, required with OAUTHBEARER (library users can pass a token provider instead) | none |
+//! | `sasl_oauth_token` | a fixed bearer token for OAUTHBEARER; or the four fields below | none |
+//! | `sasl_oauthbearer_token_endpoint_url` | OAUTHBEARER from an OAuth/OIDC token endpoint (client credentials grant, KIP-768): `https://...` | none |
+//! | `sasl_oauthbearer_client_id`, `sasl_oauthbearer_client_secret` | the OAuth client, required with the endpoint (the secret as `${ENV}`) | none |
+//! | `sasl_oauthbearer_scope` | the `scope` to ask for | none |
+//! | `sasl_oauthbearer_extensions` | SASL extensions (KIP-342) as an object of strings, e.g. `{"logicalCluster": "lkc-...", "identityPoolId": "pool-..."}` for Confluent Cloud | none |
+//! | `sasl_oauthbearer_ca_pem` | the CA of the token endpoint, when it is private | system trust store |
+//! | `aws_region` | with `AWS_MSK_IAM`: the cluster's region (required) | none |
+//! | `aws_role_arn`, `aws_role_session_name` | with `AWS_MSK_IAM`: a role to assume (STS AssumeRole) with the credentials found (environment, web identity, ECS, EC2 metadata) | none, `sluice` |
 //! | `sasl_allow_plaintext` | silence the warning PLAIN gives on a connection without TLS | `false` |
 //! | `preset` | `event-hubs`: with `namespace` and `connection_string_env` (the name of the variable holding the connection string), sets `brokers`, TLS and SASL PLAIN for Azure Event Hubs | none |
 //!
@@ -256,14 +263,39 @@ pub struct ClientCertificate {
 pub use sluice_wire::SaslMechanism;
 
 /// SASL is on when this is present. The username is not secret; the password (or, for
-/// OAUTHBEARER, the token, held in `password` with an empty `username`) is.
+/// OAUTHBEARER, a fixed token, held in `password` with an empty `username`) is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SaslConfig {
+    /// On the wire: `AWS_MSK_IAM` and OIDC are both OAUTHBEARER.
     pub mechanism: SaslMechanism,
     pub username: String,
     pub password: Secret,
     /// No warning for PLAIN without TLS.
     pub allow_plaintext: bool,
+    /// OAUTHBEARER tokens from a token endpoint instead of `password`.
+    pub oidc: Option<OidcSettings>,
+    /// OAUTHBEARER tokens signed for AWS MSK IAM instead of `password`.
+    pub aws: Option<AwsSettings>,
+    /// OAUTHBEARER SASL extensions (KIP-342).
+    pub extensions: Vec<(String, String)>,
+}
+
+/// `sasl_oauthbearer_*`: the OAuth client-credentials grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcSettings {
+    pub token_endpoint_url: String,
+    pub client_id: String,
+    pub client_secret: Secret,
+    pub scope: Option<String>,
+    pub ca_pem: Option<Secret>,
+}
+
+/// `sasl_mechanism: AWS_MSK_IAM` with `aws_*`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsSettings {
+    pub region: String,
+    pub role_arn: Option<String>,
+    pub role_session_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +362,15 @@ const KNOWN_FIELDS: &[&str] = &[
     "sasl_password",
     "sasl_oauth_token",
     "sasl_allow_plaintext",
+    "sasl_oauthbearer_token_endpoint_url",
+    "sasl_oauthbearer_client_id",
+    "sasl_oauthbearer_client_secret",
+    "sasl_oauthbearer_scope",
+    "sasl_oauthbearer_extensions",
+    "sasl_oauthbearer_ca_pem",
+    "aws_region",
+    "aws_role_arn",
+    "aws_role_session_name",
     "topics",
     "start_position",
     "connection_id",
@@ -1212,50 +1253,198 @@ impl Fields {
     }
 
     fn sasl(&mut self) -> Result<Option<SaslConfig>, ConfigError> {
-        let mechanism = self.string("sasl_mechanism")?;
+        let mechanism_text = self.string("sasl_mechanism")?;
         let username = self.string("sasl_username")?.filter(|name| !name.is_empty());
         let password = self.secret("sasl_password")?;
         let token = self.secret("sasl_oauth_token")?;
         let allow_plaintext = self.bool("sasl_allow_plaintext")?;
-        let mechanism = match mechanism.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        let endpoint = self.string("sasl_oauthbearer_token_endpoint_url")?.filter(|text| !text.is_empty());
+        let client_id = self.string("sasl_oauthbearer_client_id")?.filter(|text| !text.is_empty());
+        let client_secret = self.secret("sasl_oauthbearer_client_secret")?;
+        let scope = self.string("sasl_oauthbearer_scope")?.filter(|text| !text.is_empty());
+        let extensions = self.extensions("sasl_oauthbearer_extensions")?;
+        let oauth_ca_pem = self.secret("sasl_oauthbearer_ca_pem")?;
+        let region = self.string("aws_region")?.filter(|text| !text.is_empty());
+        let role_arn = self.string("aws_role_arn")?.filter(|text| !text.is_empty());
+        let role_session_name = self.string("aws_role_session_name")?.filter(|text| !text.is_empty());
+        let upper = mechanism_text.as_deref().map(str::to_ascii_uppercase);
+        let aws_mechanism = upper.as_deref() == Some("AWS_MSK_IAM");
+        let mechanism = match upper.as_deref() {
             None | Some("NONE") => None,
             Some("PLAIN") => Some(SaslMechanism::Plain),
             Some("SCRAM-SHA-256") => Some(SaslMechanism::ScramSha256),
             Some("SCRAM-SHA-512") => Some(SaslMechanism::ScramSha512),
-            Some("OAUTHBEARER") => Some(SaslMechanism::OAuthBearer),
+            Some("OAUTHBEARER") | Some("AWS_MSK_IAM") => Some(SaslMechanism::OAuthBearer),
             Some(_) => {
                 return Err(ConfigError::invalid(
                     "sasl_mechanism",
                     format!(
-                        "`sasl_mechanism` is \"{}\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER",
-                        mechanism.unwrap_or_default()
+                        "`sasl_mechanism` is \"{}\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM",
+                        mechanism_text.unwrap_or_default()
                     ),
                 ))
             }
         };
+        let oidc_fields = [
+            ("sasl_oauthbearer_token_endpoint_url", endpoint.is_some()),
+            ("sasl_oauthbearer_client_id", client_id.is_some()),
+            ("sasl_oauthbearer_client_secret", client_secret.is_some()),
+            ("sasl_oauthbearer_scope", scope.is_some()),
+            ("sasl_oauthbearer_ca_pem", oauth_ca_pem.is_some()),
+        ];
+        let aws_fields = [
+            ("aws_region", region.is_some()),
+            ("aws_role_arn", role_arn.is_some()),
+            ("aws_role_session_name", role_session_name.is_some()),
+        ];
+        if !aws_mechanism {
+            if let Some((name, _)) = aws_fields.iter().find(|(_, set)| *set) {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` is set but `sasl_mechanism` is not AWS_MSK_IAM: set it to AWS_MSK_IAM or remove `{name}`"),
+                ));
+            }
+        }
+        if mechanism != Some(SaslMechanism::OAuthBearer) || aws_mechanism {
+            let what = if aws_mechanism { "is AWS_MSK_IAM, which signs its own tokens" } else { "is not OAUTHBEARER" };
+            if let Some((name, _)) = oidc_fields.iter().find(|(_, set)| *set) {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` is set but `sasl_mechanism` {what}: set it to OAUTHBEARER or remove `{name}`"),
+                ));
+            }
+            if !extensions.is_empty() && !aws_mechanism {
+                return Err(ConfigError::invalid(
+                    "sasl_oauthbearer_extensions",
+                    "`sasl_oauthbearer_extensions` is set but `sasl_mechanism` is not OAUTHBEARER: set it to OAUTHBEARER or remove the extensions",
+                ));
+            }
+        }
         if mechanism == Some(SaslMechanism::OAuthBearer) {
+            let label = if aws_mechanism { "AWS_MSK_IAM" } else { "OAUTHBEARER" };
             for (name, set) in [("sasl_username", username.is_some()), ("sasl_password", password.is_some())] {
                 if set {
+                    let fix = if aws_mechanism {
+                        "AWS credentials come from the environment, web identity, ECS or EC2 metadata"
+                    } else {
+                        "put the token in `sasl_oauth_token`, or use `sasl_oauthbearer_token_endpoint_url` with a client id and secret"
+                    };
                     return Err(ConfigError::invalid(
                         name,
-                        format!(
-                            "`{name}` does not apply to OAUTHBEARER: remove it and put the token in `sasl_oauth_token`"
-                        ),
+                        format!("`{name}` does not apply to {label}: remove it ({fix})"),
                     ));
                 }
+            }
+            let base = |password: Secret, oidc, aws| SaslConfig {
+                mechanism: SaslMechanism::OAuthBearer,
+                username: String::new(),
+                password,
+                allow_plaintext,
+                oidc,
+                aws,
+                extensions: extensions.clone(),
+            };
+            if aws_mechanism {
+                if token.is_some() {
+                    return Err(ConfigError::invalid(
+                        "sasl_oauth_token",
+                        "`sasl_oauth_token` does not apply to AWS_MSK_IAM, which signs its own tokens: remove it",
+                    ));
+                }
+                let region = region.ok_or_else(|| {
+                    ConfigError::invalid(
+                        "aws_region",
+                        "`sasl_mechanism` is AWS_MSK_IAM but `aws_region` is missing: add the cluster's region (e.g. \"us-east-1\")",
+                    )
+                })?;
+                if !region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+                    return Err(ConfigError::invalid(
+                        "aws_region",
+                        format!("`aws_region` is \"{region}\", which is not an AWS region name: write it like \"us-east-1\""),
+                    ));
+                }
+                if let Some(arn) = &role_arn {
+                    if !arn.starts_with("arn:") || !arn.contains(":role/") {
+                        return Err(ConfigError::invalid(
+                            "aws_role_arn",
+                            format!("`aws_role_arn` is \"{arn}\", which is not a role ARN: write it like \"arn:aws:iam::123456789012:role/msk-reader\""),
+                        ));
+                    }
+                } else if role_session_name.is_some() {
+                    return Err(ConfigError::invalid(
+                        "aws_role_session_name",
+                        "`aws_role_session_name` is set without `aws_role_arn`: add the role to assume, or remove it",
+                    ));
+                }
+                if let Some(name) = &role_session_name {
+                    let valid = (2..=64).contains(&name.len())
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c));
+                    if !valid {
+                        return Err(ConfigError::invalid(
+                            "aws_role_session_name",
+                            format!("`aws_role_session_name` is \"{name}\": use 2 to 64 letters, digits and +=,.@_-"),
+                        ));
+                    }
+                }
+                return Ok(Some(base(
+                    Secret(String::new()),
+                    None,
+                    Some(AwsSettings { region, role_arn, role_session_name }),
+                )));
+            }
+            if let Some(endpoint) = endpoint {
+                if token.is_some() {
+                    return Err(ConfigError::invalid(
+                        "sasl_oauth_token",
+                        "`sasl_oauth_token` and `sasl_oauthbearer_token_endpoint_url` are both set: keep one (a fixed token, or tokens from the endpoint)",
+                    ));
+                }
+                match sluice_wire::http::Url::parse(&endpoint) {
+                    Err(problem) => {
+                        return Err(ConfigError::invalid(
+                            "sasl_oauthbearer_token_endpoint_url",
+                            format!("`sasl_oauthbearer_token_endpoint_url` is not usable: the URL {problem}"),
+                        ))
+                    }
+                    Ok(url) if !url.https && !url.is_loopback() => {
+                        return Err(ConfigError::invalid(
+                            "sasl_oauthbearer_token_endpoint_url",
+                            "`sasl_oauthbearer_token_endpoint_url` must be https:// (the client secret would travel in clear)",
+                        ))
+                    }
+                    Ok(_) => {}
+                }
+                let missing = |name: &str, example: &str| {
+                    ConfigError::invalid(
+                        name,
+                        format!("`sasl_oauthbearer_token_endpoint_url` is set but `{name}` is missing: add it (e.g. {example})"),
+                    )
+                };
+                let client_id = client_id.ok_or_else(|| missing("sasl_oauthbearer_client_id", "\"my-client\""))?;
+                let client_secret = client_secret
+                    .ok_or_else(|| missing("sasl_oauthbearer_client_secret", "\"${OAUTH_CLIENT_SECRET}\""))?;
+                let oidc = OidcSettings {
+                    token_endpoint_url: endpoint,
+                    client_id,
+                    client_secret,
+                    scope,
+                    ca_pem: oauth_ca_pem,
+                };
+                return Ok(Some(base(Secret(String::new()), Some(oidc), None)));
+            }
+            if let Some((name, _)) = oidc_fields.iter().find(|(_, set)| *set) {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` is set but `sasl_oauthbearer_token_endpoint_url` is missing: add the token endpoint, or remove `{name}`"),
+                ));
             }
             let token = token.ok_or_else(|| {
                 ConfigError::invalid(
                     "sasl_oauth_token",
-                    "`sasl_mechanism` is OAUTHBEARER but `sasl_oauth_token` is missing: add it (e.g. \"${KAFKA_TOKEN}\")",
+                    "`sasl_mechanism` is OAUTHBEARER but it has no token: add `sasl_oauth_token` (e.g. \"${KAFKA_TOKEN}\"), or `sasl_oauthbearer_token_endpoint_url` with `sasl_oauthbearer_client_id` and `sasl_oauthbearer_client_secret`",
                 )
             })?;
-            return Ok(Some(SaslConfig {
-                mechanism: SaslMechanism::OAuthBearer,
-                username: String::new(),
-                password: token,
-                allow_plaintext,
-            }));
+            return Ok(Some(base(token, None, None)));
         }
         if token.is_some() {
             return Err(ConfigError::invalid(
@@ -1287,7 +1476,50 @@ impl Fields {
         };
         let username = username.ok_or_else(|| missing("sasl_username"))?;
         let password = password.ok_or_else(|| missing("sasl_password"))?;
-        Ok(Some(SaslConfig { mechanism, username, password, allow_plaintext }))
+        Ok(Some(SaslConfig {
+            mechanism,
+            username,
+            password,
+            allow_plaintext,
+            oidc: None,
+            aws: None,
+            extensions: Vec::new(),
+        }))
+    }
+
+    /// `sasl_oauthbearer_extensions`: an object of strings, keys letters only (not `auth`),
+    /// values printable ASCII (KIP-342).
+    fn extensions(&mut self, name: &str) -> Result<Vec<(String, String)>, ConfigError> {
+        let object = match self.0.remove(name) {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Object(object)) => object,
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` must be an object of strings, like {{\"logicalCluster\": \"lkc-abc123\"}}"),
+                ))
+            }
+        };
+        let mut out = Vec::with_capacity(object.len());
+        for (key, value) in object {
+            let Value::String(value) = value else {
+                return Err(ConfigError::invalid(name, format!("`{name}`: the value of \"{key}\" must be a string")));
+            };
+            if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphabetic()) || key == "auth" {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}` has the key \"{key}\": keys are letters only and `auth` is reserved (KIP-342)"),
+                ));
+            }
+            if value.is_empty() || !value.bytes().all(|b| (0x20..=0x7e).contains(&b) || b == b'\t') {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("`{name}`: the value of \"{key}\" must be printable ASCII and not empty"),
+                ));
+            }
+            out.push((key, value));
+        }
+        Ok(out)
     }
 }
 
@@ -1346,6 +1578,100 @@ mod tests {
         match parse(text) {
             Ok(config) => panic!("accepted: {config:?}"),
             Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn oidc_client_credentials_with_secrets_from_the_environment() {
+        let env = |name: &str| match name {
+            "OAUTH_SECRET" => Some("the-client-secret".to_string()),
+            "POOL" => Some("pool-Ab12".to_string()),
+            _ => None,
+        };
+        let config = Config::from_json_str(
+            r#"{"brokers": ["b:9093"], "sasl_mechanism": "oauthbearer",
+                "sasl_oauthbearer_token_endpoint_url": "https://idp.example.com/oauth2/token",
+                "sasl_oauthbearer_client_id": "sluice", "sasl_oauthbearer_client_secret": "${OAUTH_SECRET}",
+                "sasl_oauthbearer_scope": "kafka", "sasl_oauthbearer_ca_pem": "-----BEGIN CERTIFICATE-----",
+                "sasl_oauthbearer_extensions": {"logicalCluster": "lkc-1", "identityPoolId": "${POOL}"}}"#,
+            env,
+        )
+        .unwrap();
+        let sasl = config.sasl.unwrap();
+        assert_eq!(sasl.mechanism, SaslMechanism::OAuthBearer);
+        let oidc = sasl.oidc.as_ref().unwrap();
+        assert_eq!(oidc.token_endpoint_url, "https://idp.example.com/oauth2/token");
+        assert_eq!((oidc.client_id.as_str(), oidc.client_secret.expose()), ("sluice", "the-client-secret"));
+        assert_eq!(oidc.scope.as_deref(), Some("kafka"));
+        let mut extensions = sasl.extensions.clone();
+        extensions.sort();
+        assert_eq!(
+            extensions,
+            [
+                ("identityPoolId".to_string(), "pool-Ab12".to_string()),
+                ("logicalCluster".to_string(), "lkc-1".to_string())
+            ]
+        );
+        let debug = format!("{sasl:?}");
+        assert!(!debug.contains("the-client-secret") && !debug.contains("BEGIN CERTIFICATE"), "{debug}");
+    }
+
+    #[test]
+    fn oidc_fields_are_checked_by_name() {
+        let base = r#""brokers": ["b:1"], "sasl_mechanism": "OAUTHBEARER""#;
+        let endpoint = r#""sasl_oauthbearer_token_endpoint_url": "https://idp/token""#;
+        for (fields, field, needle) in [
+            (format!(r#"{base}, {endpoint}"#), "sasl_oauthbearer_client_id", "`sasl_oauthbearer_client_id` is missing"),
+            (format!(r#"{base}, {endpoint}, "sasl_oauthbearer_client_id": "c""#), "sasl_oauthbearer_client_secret", "${OAUTH_CLIENT_SECRET}"),
+            (format!(r#"{base}, "sasl_oauthbearer_token_endpoint_url": "http://idp.example.com/token", "sasl_oauthbearer_client_id": "c", "sasl_oauthbearer_client_secret": "s""#), "sasl_oauthbearer_token_endpoint_url", "must be https://"),
+            (format!(r#"{base}, "sasl_oauthbearer_token_endpoint_url": "idp/token""#), "sasl_oauthbearer_token_endpoint_url", "must start with https://"),
+            (format!(r#"{base}, {endpoint}, "sasl_oauth_token": "t""#), "sasl_oauth_token", "both set"),
+            (format!(r#"{base}, "sasl_oauthbearer_client_id": "c""#), "sasl_oauthbearer_client_id", "`sasl_oauthbearer_token_endpoint_url` is missing"),
+            (base.to_string(), "sasl_oauth_token", "has no token"),
+            (format!(r#"{base}, "sasl_oauth_token": "t", "sasl_oauthbearer_extensions": {{"auth": "x"}}"#), "sasl_oauthbearer_extensions", "`auth` is reserved"),
+            (format!(r#"{base}, "sasl_oauth_token": "t", "sasl_oauthbearer_extensions": {{"a-b": "x"}}"#), "sasl_oauthbearer_extensions", "letters only"),
+            (format!(r#"{base}, "sasl_oauth_token": "t", "sasl_oauthbearer_extensions": ["x"]"#), "sasl_oauthbearer_extensions", "must be an object"),
+            (r#""brokers": ["b:1"], "sasl_mechanism": "PLAIN", "sasl_username": "u", "sasl_password": "p", "sasl_oauthbearer_client_id": "c""#.to_string(), "sasl_oauthbearer_client_id", "is not OAUTHBEARER"),
+        ] {
+            let error = parse(&format!("{{{fields}}}")).unwrap_err();
+            assert_eq!(error.field(), Some(field), "{fields}: {error}");
+            assert!(error.to_string().contains(needle), "{fields}: {error}");
+            assert!(!error.to_string().contains("\"s\""), "{error}");
+        }
+    }
+
+    #[test]
+    fn aws_msk_iam_fields() {
+        let config = parse(
+            r#"{"brokers": ["b-1.msk.example:9098"], "tls_enabled": true, "sasl_mechanism": "AWS_MSK_IAM",
+                "aws_region": "eu-west-1", "aws_role_arn": "arn:aws:iam::123456789012:role/msk-reader",
+                "aws_role_session_name": "sluice-prod"}"#,
+        )
+        .unwrap();
+        let sasl = config.sasl.unwrap();
+        assert_eq!(sasl.mechanism, SaslMechanism::OAuthBearer);
+        assert_eq!(
+            sasl.aws,
+            Some(AwsSettings {
+                region: "eu-west-1".into(),
+                role_arn: Some("arn:aws:iam::123456789012:role/msk-reader".into()),
+                role_session_name: Some("sluice-prod".into())
+            })
+        );
+        let base = r#""brokers": ["b:1"], "sasl_mechanism": "aws_msk_iam""#;
+        for (fields, field, needle) in [
+            (base.to_string(), "aws_region", "`aws_region` is missing"),
+            (format!(r#"{base}, "aws_region": "EU West""#), "aws_region", "not an AWS region name"),
+            (format!(r#"{base}, "aws_region": "us-east-1", "aws_role_arn": "msk-reader""#), "aws_role_arn", "not a role ARN"),
+            (format!(r#"{base}, "aws_region": "us-east-1", "aws_role_session_name": "s1""#), "aws_role_session_name", "without `aws_role_arn`"),
+            (format!(r#"{base}, "aws_region": "us-east-1", "sasl_password": "p""#), "sasl_password", "does not apply to AWS_MSK_IAM"),
+            (format!(r#"{base}, "aws_region": "us-east-1", "sasl_oauth_token": "t""#), "sasl_oauth_token", "signs its own tokens"),
+            (format!(r#"{base}, "aws_region": "us-east-1", "sasl_oauthbearer_client_id": "c""#), "sasl_oauthbearer_client_id", "signs its own tokens"),
+            (r#""brokers": ["b:1"], "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token": "t", "aws_region": "us-east-1""#.to_string(), "aws_region", "is not AWS_MSK_IAM"),
+        ] {
+            let error = parse(&format!("{{{fields}}}")).unwrap_err();
+            assert_eq!(error.field(), Some(field), "{fields}: {error}");
+            assert!(error.to_string().contains(needle), "{fields}: {error}");
         }
     }
 
@@ -1558,7 +1884,7 @@ mod tests {
         assert!(!message.contains("hunter2"));
         assert_eq!(
             rejection(r#"{"brokers": ["a:1"], "sasl_mechanism": "GSSAPI"}"#),
-            "`sasl_mechanism` is \"GSSAPI\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
+            "`sasl_mechanism` is \"GSSAPI\": use one of none, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM"
         );
     }
 

@@ -73,6 +73,8 @@ use crate::destination::{
 mod group;
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};
+use sluice_wire::auth::{MskIamConfig, MskIamTokenSource, OidcConfig, OidcTokenSource};
+use sluice_wire::http::HttpConfig;
 use sluice_wire::{SaslCredentials, SaslSettings, TlsError, TlsField, TlsSettings};
 
 /// Bounded or continuous.
@@ -142,6 +144,8 @@ pub enum ReadError {
     /// The TLS settings cannot be used (a certificate does not parse, or this build's crypto
     /// provider cannot run here).
     Tls(TlsError),
+    /// The OAUTHBEARER token source cannot be built from the configuration.
+    Auth { field: &'static str, message: String },
     /// A configured topic is not in the cluster.
     UnknownTopic { topic: String },
     /// The broker reports no cluster id, or a topic has no topic id.
@@ -179,6 +183,7 @@ impl std::fmt::Display for ReadError {
                 TlsField::KeyPem => f.write_str("`tls_key_pem` cannot be used"),
                 _ => f.write_str("TLS cannot be used in this build or on this machine"),
             },
+            ReadError::Auth { field, message } => write!(f, "`{field}` cannot be used: {message}"),
             ReadError::MissingIdentity(message) => f.write_str(message),
             ReadError::UnknownTopic { topic } => write!(
                 f,
@@ -324,10 +329,42 @@ pub async fn connect_with_retry(config: &Config, retry: RetryPolicy) -> Result<C
         connection = connection.with_tls_settings(&settings).map_err(ReadError::Tls)?;
     }
     if let Some(sasl) = &config.sasl {
-        let credentials = match sasl.mechanism {
-            SaslMechanism::OAuthBearer => SaslCredentials::oauth_token(sasl.password.expose().to_string()),
+        let credentials = match (sasl.mechanism, &sasl.oidc, &sasl.aws) {
+            (SaslMechanism::OAuthBearer, Some(oidc), _) => {
+                let mut http = HttpConfig::default().with_timeouts(
+                    Duration::from_millis(config.network.connect_timeout_ms),
+                    Duration::from_millis(config.network.request_timeout_ms),
+                );
+                if let Some(ca) = &oidc.ca_pem {
+                    http = http.with_ca_pem(ca.expose());
+                }
+                let mut settings =
+                    OidcConfig::new(&oidc.token_endpoint_url, &oidc.client_id, oidc.client_secret.expose())
+                        .with_http(http);
+                if let Some(scope) = &oidc.scope {
+                    settings = settings.with_scope(scope);
+                }
+                let source = OidcTokenSource::new(settings).map_err(|error| ReadError::Auth {
+                    field: "sasl_oauthbearer_token_endpoint_url",
+                    message: error.message,
+                })?;
+                SaslCredentials::oauth_token_source(source)
+            }
+            (SaslMechanism::OAuthBearer, _, Some(aws)) => {
+                let mut settings = MskIamConfig::new(&aws.region);
+                if let Some(role) = &aws.role_arn {
+                    settings = settings.with_role(role, aws.role_session_name.clone());
+                }
+                let source = MskIamTokenSource::new(settings)
+                    .map_err(|error| ReadError::Auth { field: "aws_region", message: error.message })?;
+                SaslCredentials::oauth_token_source(source)
+            }
+            (SaslMechanism::OAuthBearer, None, None) => {
+                SaslCredentials::oauth_token(sasl.password.expose().to_string())
+            }
             _ => SaslCredentials::username_password(&sasl.username, sasl.password.expose().to_string()),
         };
+        let credentials = credentials.with_oauth_extensions(sasl.extensions.clone());
         // The library warns per connection in its own terms; a CLI user needs the field name.
         // The warning is given once here instead, as the configuration decides it.
         if sasl.mechanism == SaslMechanism::Plain && config.tls.is_none() && !sasl.allow_plaintext {

@@ -40,6 +40,10 @@ pub const TARGETS: &[&str] = &[
     "scram",
     "pem",
     "zstd",
+    "http_response",
+    "sts_response",
+    "aws_credentials_json",
+    "token_response",
 ];
 
 /// Targets whose code is in `connector_targets.rs` (depends on the `sluice` connector crate,

@@ -97,6 +97,10 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         }
         "pem" => pem(data),
         "zstd" => zstd(data),
+        "http_response" => http_response(data),
+        "sts_response" => sts_response(data),
+        "aws_credentials_json" => aws_credentials_json(data),
+        "token_response" => token_response(data),
         _ => return false,
     }
     // The zstd decoder's panics are caught and reported as batch errors (compression.rs); for
@@ -926,4 +930,91 @@ pub fn producer_core(data: &[u8]) {
         assert!(receiver.try_recv().is_ok(), "every record is answered");
     }
     assert_eq!(core.available_memory(), MEMORY, "the whole buffer is free again");
+}
+
+/// The HTTP response decoder (`sluice_wire::http`): the first byte picks the piece size and the
+/// body limit; the rest is the stream. Fed in pieces it must reach the same outcome as fed
+/// whole; a body never exceeds the limit.
+pub fn http_response(data: &[u8]) {
+    use sluice_wire::http::{decode_whole, ResponseDecoder};
+    let Some((&control, stream)) = data.split_first() else { return };
+    let piece = usize::from(control % 32) + 1;
+    let limit = [0usize, 16, 1024, 1 << 16][usize::from(control >> 6)];
+    let whole = decode_whole(stream, limit);
+    let mut decoder = ResponseDecoder::new(limit);
+    let mut pieces = None;
+    for chunk in stream.chunks(piece) {
+        match decoder.feed(chunk) {
+            Ok(Some(response)) => {
+                pieces = Some(Ok(response));
+                break;
+            }
+            Ok(None) => {}
+            Err(error) => {
+                pieces = Some(Err(error));
+                break;
+            }
+        }
+    }
+    let pieces = pieces.unwrap_or_else(|| decoder.finish());
+    assert_eq!(whole, pieces, "whole and piecewise decoding disagree");
+    if let Ok(response) = whole {
+        assert!(response.body.len() <= limit, "body over the limit");
+        let _ = format!("{response:?}");
+        let _ = response.body_excerpt(50);
+    }
+}
+
+/// STS's XML answers: credentials, an error document, or an error; nothing else, no panic.
+pub fn sts_response(data: &[u8]) {
+    use sluice_wire::auth::aws::{decode_sts_response, StsAnswer};
+    match decode_sts_response(data) {
+        Ok(StsAnswer::Credentials(credentials)) => {
+            assert!(!credentials.access_key_id.is_empty() && credentials.access_key_id.bytes().all(|b| b.is_ascii_alphanumeric()));
+            assert!(!credentials.secret_access_key.is_empty());
+            assert!(credentials.expiration.is_some());
+            let debug = format!("{credentials:?}");
+            assert!(credentials.secret_access_key.expose_secret().len() < 3 || !debug.contains(credentials.secret_access_key.expose_secret()));
+        }
+        Ok(StsAnswer::Error { code, message }) => {
+            assert!(code.chars().count() <= 303 && message.chars().count() <= 303);
+        }
+        Err(why) => assert!(!why.is_empty()),
+    }
+}
+
+/// The ECS / IMDS JSON credentials.
+pub fn aws_credentials_json(data: &[u8]) {
+    match sluice_wire::auth::aws::decode_endpoint_credentials(data) {
+        Ok(credentials) => {
+            assert!(!credentials.access_key_id.is_empty());
+            assert!(!credentials.secret_access_key.is_empty());
+        }
+        Err(why) => assert!(!why.is_empty()),
+    }
+}
+
+/// A token endpoint's answer: the first byte picks the HTTP status. A success has a token and a
+/// lifetime; an error never quotes a successful body; a token is described without itself.
+pub fn token_response(data: &[u8]) {
+    use std::time::{Duration, UNIX_EPOCH};
+    let Some((&control, body)) = data.split_first() else { return };
+    let status = [200u16, 201, 400, 401, 403, 429, 500, 503][usize::from(control % 8)];
+    let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    match sluice_wire::auth::decode_token_response("https://idp/token", status, body, now) {
+        Ok(response) => {
+            assert!((200..300).contains(&status));
+            assert!(!response.access_token.is_empty() && !response.lifetime.is_zero());
+            let token = response.access_token.expose_secret();
+            if let Some(description) = sluice_wire::auth::describe_jwt(token, now) {
+                assert!(token.len() < 8 || !description.contains(token), "the token in its description");
+            }
+        }
+        Err(error) => {
+            assert!(error.message.contains("https://idp/token"));
+            if (200..300).contains(&status) {
+                assert!(!error.message.contains(&*String::from_utf8_lossy(body)) || body.len() < 40, "a success body quoted");
+            }
+        }
+    }
 }

@@ -20,6 +20,11 @@
 #                                   transaction protocol before KIP-890): 127.0.0.1:19492 (controller
 #                                   19493); aborts timed-out transactions within a second
 #   broker.sh stop-tv1              stop it; idempotent
+#   broker.sh start-auth CERT_DIR   a node for re-authentication and OIDC tests (ports 19591-19597):
+#                                   connections.max.reauth.ms 5000 on SCRAM, PLAIN and OAUTHBEARER
+#                                   listeners, the last validating JWTs against the JWKS of the fake
+#                                   identity provider tests/oauth/fake_idp.py, started with it
+#   broker.sh stop-auth             stop it and its fake identity provider; idempotent
 #   broker.sh status                which nodes are running
 #
 # Everything lives in <repo>/.kafka/ (git-ignored, reused across runs):
@@ -30,6 +35,7 @@
 #   tv1/            the transaction.version=1 node: the same files as single/
 #   secure/         the secured node: the same files, plus ports.env (LISTENER=host:port lines and
 #                   CERT_DIR=...); certs/ inside it, when gen-certs writes there, is left alone
+#   auth/           the re-authentication node: the same files, ports.env, idp.pid, idp.log
 # stdout carries only results (the bootstrap address, a tool's own output); progress goes to stderr.
 set -euo pipefail
 
@@ -46,6 +52,7 @@ CLUSTER="$HOME_DIR/cluster"
 SECURE="$HOME_DIR/secure"
 TV1="$HOME_DIR/tv1"
 TV1_BOOTSTRAP="127.0.0.1:19492"
+AUTH="$HOME_DIR/auth"
 HOST=127.0.0.1
 SINGLE_BOOTSTRAP="$HOST:19092"
 CLUSTER_BOOTSTRAP="$HOST:19192,$HOST:29192,$HOST:39192"
@@ -188,7 +195,7 @@ launch() {
   if [[ -f "$dir/command" ]]; then
     mapfile -d '' -t cmd <"$dir/command"
   else
-    cmd=(java "${BROKER_JVM_OPTS[@]}"
+    cmd=(java "${BROKER_JVM_OPTS[@]}" ${EXTRA_JVM_OPTS[@]+"${EXTRA_JVM_OPTS[@]}"}
       -Dlog4j2.configurationFile="$HOME_DIR/log4j2-broker.properties"
       -Dkafka.logs.dir="$dir/logs"
       -cp "$LIB/*" kafka.Kafka "$dir/server.properties")
@@ -555,6 +562,11 @@ cmd_status() {
   else
     echo "secure: stopped"
   fi
+  if pid_alive "$AUTH/broker.pid"; then
+    echo "auth: running (pid $(cat "$AUTH/broker.pid")): $(grep -v '^CERT_DIR=' "$AUTH/ports.env" 2>/dev/null | tr '\n' ' ')"
+  else
+    echo "auth: stopped"
+  fi
   return 0
 }
 
@@ -705,6 +717,165 @@ cmd_stop_secure() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Re-authentication and OIDC node (issue #19): one KRaft combined node on its own ports, beside
+# the others. Every SASL listener has connections.max.reauth.ms (5000 by default), so sessions
+# last 5 s and a client that does not re-authenticate (KIP-368) has its connection closed by the
+# broker. The OAUTHBEARER listener validates signed JWTs with Kafka's
+# OAuthBearerValidatorCallbackHandler against the JWKS of the FAKE identity provider
+# tests/oauth/fake_idp.py (started first: the broker fetches the JWKS at startup; the IdP
+# generates its RSA key at each start). Kafka 4.x refuses to fetch a URL that is not listed in
+# -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls.
+# Users: alice/alice-secret (PLAIN, and SCRAM-SHA-256/512 added at format time); tests add their
+# own SCRAM users with kafka-configs (ConfigCommand) when they change passwords.
+
+AUTH_CONTROLLER_PORT=19593
+AUTH_JWKS_PORT=19596
+AUTH_TOKEN_PORT=19597
+AUTH_REAUTH_MS="${SLUICE_AUTH_REAUTH_MS:-5000}"
+AUTH_LISTENERS=(
+  "INTERNAL 19591 PLAINTEXT"
+  "SCRAM 19592 SASL_PLAINTEXT"
+  "PLAIN 19594 SASL_PLAINTEXT"
+  "OAUTH 19595 SASL_PLAINTEXT"
+)
+
+idp_alive() {
+  local pid
+  [[ -f "$AUTH/idp.pid" ]] || return 1
+  pid="$(cat "$AUTH/idp.pid")"
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null \
+    && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'fake_idp\.py'
+}
+
+stop_idp() {
+  if idp_alive; then
+    kill -TERM "$(cat "$AUTH/idp.pid")" 2>/dev/null || true
+    sleep 0.3
+  fi
+  rm -f "$AUTH/idp.pid"
+}
+
+cmd_start_auth() {
+  local certs="${1:-}"
+  [[ -n "$certs" ]] || die "usage: $0 start-auth CERT_DIR"
+  [[ -d "$certs" ]] || die "no certificate directory $certs"
+  certs="$(cd "$certs" && pwd)"
+  require_jars
+  if pid_alive "$AUTH/broker.pid" && idp_alive; then
+    say "auth broker already running (pid $(cat "$AUTH/broker.pid"))"
+    cat "$AUTH/ports.env"
+    return 0
+  fi
+  cmd_stop_auth >/dev/null 2>&1 || true
+  command -v python3 >/dev/null || die "python3 not found (the fake identity provider needs it)"
+  if ! python3 -c 'import cryptography' 2>/dev/null; then
+    say "installing the Python package cryptography for the fake identity provider"
+    python3 -m pip install -q cryptography >&2 || die "pip install cryptography failed"
+  fi
+  local entry name port protocol ports=("$AUTH_CONTROLLER_PORT" "$AUTH_JWKS_PORT" "$AUTH_TOKEN_PORT")
+  for entry in "${AUTH_LISTENERS[@]}"; do
+    read -r name port protocol <<<"$entry"
+    ports+=("$port")
+  done
+  for port in "${ports[@]}"; do
+    port_in_use "$port" && die "port $port is in use by another process"
+  done
+  local started=$SECONDS listeners="" map="CONTROLLER:PLAINTEXT"
+  for entry in "${AUTH_LISTENERS[@]}"; do
+    read -r name port protocol <<<"$entry"
+    listeners+="$name://$HOST:$port,"
+    map+=",$name:$protocol"
+  done
+  listeners="${listeners%,}"
+  write_log_configs
+  rm -rf "$AUTH"
+  mkdir -p "$AUTH/logs"
+  python3 "$ROOT/tests/oauth/fake_idp.py" "$HOST" "$AUTH_JWKS_PORT" "$AUTH_TOKEN_PORT" \
+    "$certs/broker.pem" "$certs/broker.key" </dev/null >>"$AUTH/idp.log" 2>&1 &
+  echo $! >"$AUTH/idp.pid"
+  local deadline=$((SECONDS + 20))
+  until port_in_use "$AUTH_JWKS_PORT" && port_in_use "$AUTH_TOKEN_PORT"; do
+    idp_alive || { cat "$AUTH/idp.log" >&2; die "the fake identity provider exited"; }
+    ((SECONDS < deadline)) || { cat "$AUTH/idp.log" >&2; die "the fake identity provider did not listen within 20 s"; }
+    sleep 0.2
+  done
+  local jwks="http://$HOST:$AUTH_JWKS_PORT/jwks"
+  local jaas_scram='org.apache.kafka.common.security.scram.ScramLoginModule required;'
+  {
+    echo "process.roles=broker,controller"
+    echo "node.id=1"
+    echo "controller.quorum.bootstrap.servers=$HOST:$AUTH_CONTROLLER_PORT"
+    echo "listeners=$listeners,CONTROLLER://$HOST:$AUTH_CONTROLLER_PORT"
+    echo "advertised.listeners=$listeners,CONTROLLER://$HOST:$AUTH_CONTROLLER_PORT"
+    echo "listener.security.protocol.map=$map"
+    echo "inter.broker.listener.name=INTERNAL"
+    echo "controller.listener.names=CONTROLLER"
+    echo "log.dirs=$AUTH/data"
+    echo "connections.max.reauth.ms=$AUTH_REAUTH_MS"
+    cat <<'EOF'
+num.network.threads=2
+num.io.threads=2
+auto.create.topics.enable=false
+log.retention.ms=-1
+group.initial.rebalance.delay.ms=0
+offsets.topic.num.partitions=1
+transaction.state.log.num.partitions=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+listener.name.scram.sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.plain.sasl.enabled.mechanisms=PLAIN
+listener.name.plain.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.expected.audience=sluice-kafka
+EOF
+    echo "listener.name.scram.scram-sha-256.sasl.jaas.config=$jaas_scram"
+    echo "listener.name.scram.scram-sha-512.sasl.jaas.config=$jaas_scram"
+    echo "sasl.oauthbearer.jwks.endpoint.url=$jwks"
+    echo "sasl.oauthbearer.expected.issuer=https://$HOST:$AUTH_TOKEN_PORT"
+  } >"$AUTH/server.properties"
+  format_storage "$AUTH" "$(random_cluster_id)" --standalone \
+    --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
+    --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]'
+  EXTRA_JVM_OPTS=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$jwks")
+  launch "$AUTH"
+  EXTRA_JVM_OPTS=()
+  local internal="$HOST:19591"
+  say "started auth broker pid $(cat "$AUTH/broker.pid"); waiting for metadata on $internal"
+  wait_ready "$internal" "1" "$AUTH"
+  {
+    for entry in "${AUTH_LISTENERS[@]}"; do
+      read -r name port protocol <<<"$entry"
+      echo "$name=$HOST:$port"
+    done
+    echo "JWKS_URL=$jwks"
+    echo "TOKEN_URL=https://$HOST:$AUTH_TOKEN_PORT/token"
+    echo "REAUTH_MS=$AUTH_REAUTH_MS"
+    echo "CERT_DIR=$certs"
+  } >"$AUTH/ports.env.tmp"
+  mv "$AUTH/ports.env.tmp" "$AUTH/ports.env"
+  say "auth broker ready in $((SECONDS - started)) s (logs: $AUTH/logs, $AUTH/idp.log)"
+  cat "$AUTH/ports.env"
+}
+
+cmd_stop_auth() {
+  if [[ -n "$(broker_pids "$AUTH")" ]]; then
+    stop_dirs TERM "$AUTH"
+    say "auth broker stopped"
+  else
+    rm -f "$AUTH/broker.pid"
+    say "auth broker not running"
+  fi
+  stop_idp
+  rm -f "$AUTH/ports.env"
+}
+
+# ---------------------------------------------------------------------------------------------
 # Java helpers
 
 compile_java() {
@@ -732,7 +903,7 @@ cmd_java() {
 }
 
 usage() {
-  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -751,6 +922,8 @@ case "$cmd" in
   stop-secure) cmd_stop_secure ;;
   start-tv1) cmd_start_tv1 ;;
   stop-tv1) cmd_stop_tv1 ;;
+  start-auth) cmd_start_auth "$@" ;;
+  stop-auth) cmd_stop_auth ;;
   status) cmd_status ;;
   *) usage ;;
 esac

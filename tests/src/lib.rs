@@ -10,9 +10,11 @@
 //! [`postgres`] does the same for the real PostgreSQL server (`tests/postgres/server.sh`,
 //! `SLUICE_POSTGRES_URL`): a fresh database per test.
 
+pub mod auth;
 pub mod checker;
 pub mod dump;
 pub mod fake_broker;
+pub mod fake_http;
 pub mod fault_proxy;
 pub mod postgres;
 

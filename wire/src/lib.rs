@@ -22,6 +22,11 @@
 //! - Errors: [`ClientError`] (with topic, partition and offset, [`ClientError::kind`] and `is_*`
 //!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
 //!   [`ErrorCode`]s.
+//! - Cloud authentication ([`auth`]): OAUTHBEARER tokens from an OIDC token endpoint
+//!   ([`auth::OidcTokenSource`]) or signed for AWS MSK IAM ([`auth::MskIamTokenSource`]), given
+//!   to [`SaslCredentials::oauth_token_source`]. Every SASL mechanism re-authenticates before
+//!   the broker's session lifetime ends (KIP-368).
+//! - [`http`]: the small HTTPS client those use (GET/POST, Basic/Bearer auth, a private CA).
 //!
 //! # Trying it
 //!
@@ -162,7 +167,9 @@
 // exception is an `#[allow]` on the one item that needs it, with the reason next to it.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic))]
 
+pub mod auth;
 mod client;
+pub mod http;
 mod retry;
 
 #[cfg(feature = "unstable")]

@@ -22,6 +22,14 @@ pub enum AuthFailure {
     WrongUserOrPassword,
     /// OAUTHBEARER: the broker rejected the token.
     TokenRejected,
+    /// OAUTHBEARER: the token source ([`crate::auth::TokenSource`]: an OAuth token endpoint, AWS
+    /// credentials) has no token; nothing was sent to the broker.
+    TokenUnavailable {
+        /// What failed, without secrets.
+        message: String,
+        /// A new attempt may succeed (a network failure rather than a refusal).
+        transient: bool,
+    },
     /// The broker does not enable this mechanism on the listener; it offers these.
     MechanismNotEnabled {
         /// The mechanisms the broker offers.
@@ -43,6 +51,7 @@ impl std::fmt::Display for AuthFailure {
             AuthFailure::WrongPassword => f.write_str("wrong password"),
             AuthFailure::WrongUserOrPassword => f.write_str("wrong user name or password (PLAIN does not say which)"),
             AuthFailure::TokenRejected => f.write_str("the broker rejected the token"),
+            AuthFailure::TokenUnavailable { message, .. } => write!(f, "no token to send: {message}"),
             AuthFailure::MechanismNotEnabled { offered } => write!(
                 f,
                 "the broker does not enable this mechanism (it offers: {}); use one of those or enable it on the \
@@ -81,8 +90,15 @@ pub enum ConnectionError {
     Tls { broker: String, problem: TlsProblem, source: Option<std::io::Error> },
     /// SASL authentication failed: wrong credentials, a mechanism the broker does not enable, or
     /// a broker that could not prove it knows the password. `broker_message` is what the broker
-    /// said, when it said something.
-    Authentication { broker: String, mechanism: SaslMechanism, failure: AuthFailure, broker_message: Option<String> },
+    /// said, when it said something. `reauthentication` is true when it happened on an
+    /// established connection re-authenticating before its session expired (KIP-368).
+    Authentication {
+        broker: String,
+        mechanism: SaslMechanism,
+        failure: AuthFailure,
+        broker_message: Option<String>,
+        reauthentication: bool,
+    },
     /// A request that cannot be encoded (a string or array longer than its wire field); nothing
     /// was sent.
     RequestTooLarge { broker: String, api: ApiKey, message: String },
@@ -107,12 +123,13 @@ impl ConnectionError {
                 problem: problem.clone(),
                 source: source.as_ref().map(|source| std::io::Error::new(source.kind(), source.to_string())),
             },
-            ConnectionError::Authentication { broker, mechanism, failure, broker_message } => {
+            ConnectionError::Authentication { broker, mechanism, failure, broker_message, reauthentication } => {
                 ConnectionError::Authentication {
                     broker: broker.clone(),
                     mechanism: *mechanism,
                     failure: failure.clone(),
                     broker_message: broker_message.clone(),
+                    reauthentication: *reauthentication,
                 }
             }
             ConnectionError::Timeout { broker, what, after } => {
@@ -199,6 +216,10 @@ impl ConnectionError {
                 | ConnectionError::UnexpectedEof { .. }
                 | ConnectionError::Closed { .. }
                 | ConnectionError::Timeout { .. }
+                | ConnectionError::Authentication {
+                    failure: AuthFailure::TokenUnavailable { transient: true, .. },
+                    ..
+                }
         )
     }
 }
@@ -235,8 +256,13 @@ impl std::fmt::Display for ConnectionError {
                 None => write!(f, "broker {broker} does not support {api}; this client needs Kafka 3.5 or newer"),
             },
             ConnectionError::Tls { broker, problem, .. } => write!(f, "broker {broker}: {problem}"),
-            ConnectionError::Authentication { broker, mechanism, failure, broker_message } => {
-                write!(f, "broker {broker}: SASL {mechanism} authentication failed: {failure}")?;
+            ConnectionError::Authentication { broker, mechanism, failure, broker_message, reauthentication } => {
+                let what = if *reauthentication {
+                    "re-authentication (KIP-368) of an established connection"
+                } else {
+                    "authentication"
+                };
+                write!(f, "broker {broker}: SASL {mechanism} {what} failed: {failure}")?;
                 if let Some(message) = broker_message {
                     write!(f, " (the broker says: {message})")?;
                 }

@@ -12,9 +12,24 @@
 //! request timing out) the connection is closed and every request in flight fails with an error
 //! that names the broker; the client opens a new connection on its next request.
 //!
+//! # Re-authentication (KIP-368)
+//!
+//! A broker with `connections.max.reauth.ms` (or a token with an expiry) gives each SASL session
+//! a lifetime in the last SaslAuthenticate response, and closes a connection whose session has
+//! expired when the next request other than SaslHandshake arrives. A task per connection sleeps
+//! until [`reauthentication_delay`] before the lifetime ends, fetches a fresh token first (for a
+//! token source; traffic goes on meanwhile), then asks the driver to *hold*: the driver stops
+//! taking requests from callers (they wait in its queue), while requests already written keep
+//! being answered and routed. The exchange (SaslHandshake, SaslAuthenticate rounds) goes out on
+//! the driver's second, authentication lane; the broker answers it after the requests written
+//! before it, since it answers in order. Then the driver is released and the queued requests go
+//! out. No in-flight request is lost or resent. A rejected re-authentication closes the
+//! connection with that error, which every waiting caller receives.
+//!
 //! # References
 //! - Kafka protocol guide, "Network" (ordering guarantee per connection).
 //! - KIP-511 (ApiVersions v3 client software name/version).
+//! - KIP-368 (re-authentication; the broker's `KafkaChannel.maybeBeginServerReauthentication`).
 
 mod error;
 pub mod tls;
@@ -25,7 +40,7 @@ pub use tls::{TlsError, TlsField, TlsProblem, TlsSettings};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -224,6 +239,27 @@ struct PendingRequest {
     reply: oneshot::Sender<Result<Bytes, ConnectionError>>,
 }
 
+/// What the re-authentication side tells the driver, in order.
+enum AuthMessage {
+    /// Stop writing callers' requests until `Release` (or `Fail`).
+    Hold,
+    /// A SaslHandshake or SaslAuthenticate request of the exchange.
+    Request(PendingRequest),
+    /// Resume callers' requests.
+    Release,
+    /// The re-authentication failed: close the connection with this error.
+    Fail(ConnectionError),
+}
+
+/// Which of the driver's two queues a request goes through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Callers' requests; held during a re-authentication.
+    Normal,
+    /// The SASL exchange; never held.
+    Auth,
+}
+
 /// A connection to one broker. Cheap to clone; all clones share the one socket and driver.
 #[derive(Clone)]
 pub struct Connection {
@@ -231,9 +267,38 @@ pub struct Connection {
     config: Arc<ConnectionConfig>,
     versions: Arc<BrokerVersions>,
     sender: mpsc::UnboundedSender<PendingRequest>,
+    auth_sender: mpsc::UnboundedSender<AuthMessage>,
     correlation: Arc<std::sync::atomic::AtomicI32>,
     closed: Arc<AtomicBool>,
     shutdown: Arc<Notify>,
+}
+
+/// A connection as the re-authentication task holds it: without keeping the callers' queue
+/// open, so that the driver still ends when the last [`Connection`] is dropped.
+struct WeakConnection {
+    broker: Arc<str>,
+    config: Arc<ConnectionConfig>,
+    versions: Arc<BrokerVersions>,
+    sender: mpsc::WeakUnboundedSender<PendingRequest>,
+    auth_sender: mpsc::UnboundedSender<AuthMessage>,
+    correlation: Arc<std::sync::atomic::AtomicI32>,
+    closed: Arc<AtomicBool>,
+    shutdown: Arc<Notify>,
+}
+
+impl WeakConnection {
+    fn upgrade(&self) -> Option<Connection> {
+        Some(Connection {
+            broker: self.broker.clone(),
+            config: self.config.clone(),
+            versions: self.versions.clone(),
+            sender: self.sender.upgrade()?,
+            auth_sender: self.auth_sender.clone(),
+            correlation: self.correlation.clone(),
+            closed: self.closed.clone(),
+            shutdown: self.shutdown.clone(),
+        })
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -291,15 +356,17 @@ impl Connection {
         S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
         let (sender, receiver) = mpsc::unbounded_channel();
+        let (auth_sender, auth_receiver) = mpsc::unbounded_channel();
         let closed = Arc::new(AtomicBool::new(false));
         let shutdown = Arc::new(Notify::new());
         let decoder = FrameDecoder::new(config.max_frame_size);
-        tokio::spawn(drive(broker.clone(), stream, receiver, decoder, closed.clone(), shutdown.clone()));
+        tokio::spawn(drive(broker.clone(), stream, receiver, auth_receiver, decoder, closed.clone(), shutdown.clone()));
         let mut connection = Connection {
             broker,
             config: Arc::new(config),
             versions: Arc::new(BrokerVersions::default()),
             sender,
+            auth_sender,
             correlation: Arc::new(std::sync::atomic::AtomicI32::new(0)),
             closed,
             shutdown,
@@ -308,9 +375,28 @@ impl Connection {
         let versions = connection.fetch_api_versions(timeout).await?;
         connection.versions = Arc::new(versions);
         if let Some(sasl) = connection.config.sasl.clone() {
-            let authenticated = tokio::time::timeout(timeout, connection.authenticate(&sasl)).await;
+            // The token source has its own deadlines (an HTTP exchange); only the exchange with the
+            // broker is held to the connect timeout.
+            let credentials = match connection.session_credentials(&sasl, false).await {
+                Ok(credentials) => credentials,
+                Err(error) => {
+                    connection.close();
+                    return Err(error);
+                }
+            };
+            let authenticated =
+                tokio::time::timeout(timeout, connection.authenticate(&sasl, &credentials, false)).await;
             match authenticated {
-                Ok(Ok(())) => {}
+                Ok(Ok(lifetime)) => {
+                    if let Some(lifetime) = lifetime {
+                        tokio::spawn(reauthenticate_until_closed(
+                            connection.downgrade(),
+                            sasl,
+                            lifetime,
+                            Instant::now(),
+                        ));
+                    }
+                }
                 Ok(Err(error)) => {
                     connection.close();
                     return Err(error);
@@ -328,10 +414,91 @@ impl Connection {
         Ok(connection)
     }
 
-    /// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done (KIP-152).
-    async fn authenticate(&self, sasl: &SaslSettings) -> Result<(), ConnectionError> {
+    fn downgrade(&self) -> WeakConnection {
+        WeakConnection {
+            broker: self.broker.clone(),
+            config: self.config.clone(),
+            versions: self.versions.clone(),
+            sender: self.sender.downgrade(),
+            auth_sender: self.auth_sender.clone(),
+            correlation: self.correlation.clone(),
+            closed: self.closed.clone(),
+            shutdown: self.shutdown.clone(),
+        }
+    }
+
+    /// The credentials for one SASL session: the configured ones, with a token fetched now when
+    /// they name a token source.
+    async fn session_credentials(
+        &self,
+        sasl: &SaslSettings,
+        reauthentication: bool,
+    ) -> Result<SaslCredentials, ConnectionError> {
+        let Some(source) = sasl.credentials.token_source() else { return Ok(sasl.credentials.clone()) };
+        let unavailable = |message: String, transient: bool| ConnectionError::Authentication {
+            broker: self.broker.to_string(),
+            mechanism: sasl.mechanism,
+            failure: AuthFailure::TokenUnavailable { message, transient },
+            broker_message: None,
+            reauthentication,
+        };
+        // A bound for token sources without deadlines of their own (the built-in ones have).
+        let limit = self.config.connect_timeout + self.config.request_timeout;
+        match tokio::time::timeout(limit, source.token()).await {
+            Ok(Ok(token)) => Ok(sasl.credentials.with_fetched_token(token)),
+            Ok(Err(error)) => Err(unavailable(error.message, error.transient)),
+            Err(_) => Err(unavailable(
+                format!("timed out: the token source gave no token within {} ms", limit.as_millis()),
+                true,
+            )),
+        }
+    }
+
+    /// Re-authenticates this established connection (KIP-368): a fresh token first, then the
+    /// exchange with the driver holding callers' requests. The new session lifetime, if any.
+    async fn reauthenticate(&self, sasl: &SaslSettings, expires: Instant) -> Result<Option<Duration>, ConnectionError> {
+        // A token endpoint that is briefly down must not end a connection whose session still
+        // has time: retry until a second before it expires.
+        let credentials = loop {
+            match self.session_credentials(sasl, true).await {
+                Ok(credentials) => break credentials,
+                Err(error) if error.is_transient() && Instant::now() + Duration::from_secs(2) < expires => {
+                    tracing::warn!(broker = %self.broker, "re-authentication with broker {} postponed: {error}; retrying in 1 s", self.broker);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        self.auth_sender.send(AuthMessage::Hold).map_err(|_| self.closed_error())?;
+        let timeout = self.config.connect_timeout;
+        let result = match tokio::time::timeout(timeout, self.authenticate(sasl, &credentials, true)).await {
+            Ok(result) => result,
+            Err(_) => Err(ConnectionError::Timeout {
+                broker: self.broker.to_string(),
+                what: "SASL re-authentication".to_string(),
+                after: timeout,
+            }),
+        };
+        if result.is_ok() {
+            self.auth_sender.send(AuthMessage::Release).map_err(|_| self.closed_error())?;
+        }
+        result
+    }
+
+    /// SaslHandshake, then SaslAuthenticate rounds until the mechanism is done (KIP-152), on the
+    /// authentication lane. The session lifetime the broker gave, if it gave one (KIP-368).
+    async fn authenticate(
+        &self,
+        sasl: &SaslSettings,
+        credentials: &SaslCredentials,
+        reauthentication: bool,
+    ) -> Result<Option<Duration>, ConnectionError> {
         let mechanism = sasl.mechanism;
-        if mechanism == SaslMechanism::Plain && self.config.tls.is_none() && !sasl.allow_plain_without_tls {
+        if !reauthentication
+            && mechanism == SaslMechanism::Plain
+            && self.config.tls.is_none()
+            && !sasl.allow_plain_without_tls
+        {
             tracing::warn!(
                 broker = %self.broker,
                 "SASL PLAIN over a plaintext connection to {} sends the password unencrypted; enable TLS, or \
@@ -344,9 +511,11 @@ impl Connection {
             mechanism,
             failure,
             broker_message,
+            reauthentication,
         };
         let sasl_error = |error: crate::protocol::sasl::SaslError| failed(AuthFailure::Client(Box::new(error)), None);
-        let handshake = self.send(&SaslHandshakeRequest { mechanism: mechanism.name().to_string() }).await?;
+        let request = SaslHandshakeRequest { mechanism: mechanism.name().to_string() };
+        let handshake = self.send_on_auth_lane(&request).await?;
         if handshake.error_code == ErrorCode::UNSUPPORTED_SASL_MECHANISM {
             return Err(failed(AuthFailure::MechanismNotEnabled { offered: handshake.mechanisms }, None));
         }
@@ -358,22 +527,61 @@ impl Connection {
                 message: None,
             });
         }
-        let mut session = SaslSession::new(mechanism, &sasl.credentials).map_err(sasl_error)?;
+        let mut session = SaslSession::new(mechanism, credentials).map_err(sasl_error)?;
         let mut outgoing = session.initial_message();
         // Each mechanism finishes in a few rounds; the bound stops a broker that never does.
         for round in 0..8 {
-            let response = self.send(&SaslAuthenticateRequest { auth_bytes: outgoing }).await?;
+            let response = self.send_on_auth_lane(&SaslAuthenticateRequest { auth_bytes: outgoing }).await?;
             if !response.error_code.is_ok() {
                 let broker_says = response.error_message.unwrap_or_else(|| response.error_code.to_string());
                 let ours = session.rejection().map(|rejection| format!(" ({rejection})")).unwrap_or_default();
-                return Err(failed(rejection_cause(mechanism, round), Some(format!("{broker_says}{ours}"))));
+                let token = match mechanism {
+                    SaslMechanism::OAuthBearer => credentials
+                        .fixed_token()
+                        .and_then(|token| crate::auth::describe_jwt(token, std::time::SystemTime::now()))
+                        .map(|description| format!("; {description}"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                return Err(failed(rejection_cause(mechanism, round), Some(format!("{broker_says}{ours}{token}"))));
             }
             match session.handle_server_message(&response.auth_bytes).map_err(sasl_error)? {
-                SaslStep::Done => return Ok(()),
+                SaslStep::Done => {
+                    let lifetime = u64::try_from(response.session_lifetime_ms).ok().filter(|ms| *ms > 0);
+                    return Ok(lifetime.map(Duration::from_millis));
+                }
                 SaslStep::Send(bytes) => outgoing = bytes,
             }
         }
         Err(self.protocol_error("SASL authentication did not finish after 8 rounds"))
+    }
+
+    /// Sends a request of the SASL exchange on the authentication lane, which a hold does not stop.
+    async fn send_on_auth_lane<R: Request>(&self, request: &R) -> Result<R::Response, ConnectionError>
+    where
+        R::Response: Send + 'static,
+    {
+        let version = self.version_for::<R>()?;
+        let receiver = self.enqueue_on(request, version, true, Lane::Auth)?;
+        let timeout = self.config.request_timeout;
+        let body = match tokio::time::timeout(timeout, receiver).await {
+            Err(_) => {
+                self.close();
+                return Err(ConnectionError::Timeout {
+                    broker: self.broker.to_string(),
+                    what: format!("{} response", R::API_KEY),
+                    after: timeout,
+                });
+            }
+            Ok(Err(_)) => return Err(self.closed_error()),
+            Ok(Ok(result)) => result?,
+        };
+        R::Response::decode(version, &mut Reader::new(body)).map_err(|source| ConnectionError::Decode {
+            broker: self.broker.to_string(),
+            api: R::API_KEY,
+            version,
+            source,
+        })
     }
 
     async fn fetch_api_versions(&self, timeout: Duration) -> Result<BrokerVersions, ConnectionError> {
@@ -539,6 +747,16 @@ impl Connection {
         version: i16,
         expects_response: bool,
     ) -> Result<oneshot::Receiver<Result<Bytes, ConnectionError>>, ConnectionError> {
+        self.enqueue_on(request, version, expects_response, Lane::Normal)
+    }
+
+    fn enqueue_on<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+        expects_response: bool,
+        lane: Lane,
+    ) -> Result<oneshot::Receiver<Result<Bytes, ConnectionError>>, ConnectionError> {
         if self.is_closed() {
             return Err(self.closed_error());
         }
@@ -575,7 +793,10 @@ impl Connection {
             expects_response,
             reply,
         };
-        self.sender.send(pending).map_err(|_| self.closed_error())?;
+        match lane {
+            Lane::Normal => self.sender.send(pending).map_err(|_| self.closed_error())?,
+            Lane::Auth => self.auth_sender.send(AuthMessage::Request(pending)).map_err(|_| self.closed_error())?,
+        }
         Ok(receiver)
     }
 
@@ -588,11 +809,109 @@ impl Connection {
     }
 }
 
+/// Re-authenticates the connection before each session lifetime runs out, until the connection
+/// closes or the broker stops giving lifetimes. A failure closes the connection with its error.
+async fn reauthenticate_until_closed(
+    weak: WeakConnection,
+    sasl: SaslSettings,
+    mut lifetime: Duration,
+    mut authenticated_at: Instant,
+) {
+    loop {
+        let jitter = getrandom::u32().map(|value| value as f64 / u32::MAX as f64).unwrap_or(0.5);
+        let due = authenticated_at + reauthentication_delay(lifetime, jitter);
+        let expires = authenticated_at + lifetime;
+        tokio::select! {
+            _ = tokio::time::sleep_until(due.into()) => {}
+            // The driver ended (the connection closed): nothing left to keep alive.
+            _ = weak.auth_sender.closed() => return,
+        }
+        let Some(connection) = weak.upgrade() else { return };
+        if connection.is_closed() {
+            return;
+        }
+        let started = Instant::now();
+        match connection.reauthenticate(&sasl, expires).await {
+            Ok(next) => {
+                tracing::debug!(
+                    broker = %connection.broker,
+                    mechanism = %sasl.mechanism,
+                    "re-authenticated with broker {} ({}) in {} ms; next session lifetime {}",
+                    connection.broker,
+                    sasl.mechanism,
+                    started.elapsed().as_millis(),
+                    next.map_or("unlimited".to_string(), |lifetime| format!("{} ms", lifetime.as_millis())),
+                );
+                let Some(next) = next else { return };
+                lifetime = next;
+                authenticated_at = Instant::now();
+            }
+            Err(error) => {
+                tracing::warn!(broker = %connection.broker, "closing the connection to broker {}: {error}", connection.broker);
+                let _ = connection.auth_sender.send(AuthMessage::Fail(error));
+                connection.close();
+                return;
+            }
+        }
+    }
+}
+
+/// How long after authenticating to re-authenticate, for a session `lifetime` and a random
+/// `jitter` in 0..=1.
+///
+/// Like the Java client: at 85-95% of the lifetime, spread so that connections opened together
+/// do not re-authenticate together. But never later than `min(3 s, lifetime / 2)` before the
+/// end: the broker closes the connection on the first request it *reads* after the session
+/// expired that is not the SaslHandshake, and it reads a connection's requests one at a time,
+/// so the requests already written when the hold begins (a fetch long-polling for its max wait,
+/// a pipelined one behind it) must all be read before the lifetime ends. The broker also refuses
+/// a re-authentication within a second of the last one.
+pub fn reauthentication_delay(lifetime: Duration, jitter: f64) -> Duration {
+    let jitter = if jitter.is_finite() { jitter.clamp(0.0, 1.0) } else { 0.5 };
+    let spread = lifetime.mul_f64(0.85 + 0.10 * jitter);
+    let margin = (lifetime / 2).min(Duration::from_secs(3));
+    spread.min(lifetime.saturating_sub(margin)).max(Duration::from_secs(1))
+}
+
+/// Writes one request; on failure it has answered the request and returns why the driver stops.
+async fn write_request<W>(
+    broker: &str,
+    write_half: &mut W,
+    shutdown: &Notify,
+    request: PendingRequest,
+    in_flight: &mut VecDeque<PendingRequest>,
+) -> Result<(), ConnectionError>
+where
+    W: AsyncWrite + Unpin,
+{
+    // A broker that stops reading must not pin the driver in a write: `close()` (from a caller's
+    // timeout) interrupts it.
+    let written = tokio::select! {
+        written = write_half.write_all(&request.frame) => written,
+        _ = shutdown.notified() => {
+            let error = ConnectionError::Closed { broker: broker.to_string() };
+            let _ = request.reply.send(Err(error.duplicate()));
+            return Err(error);
+        }
+    };
+    if let Err(source) = written {
+        let _ = request.reply.send(Err(ConnectionError::Io { broker: broker.to_string(), source }));
+        return Err(ConnectionError::Closed { broker: broker.to_string() });
+    }
+    if request.expects_response {
+        in_flight.push_back(request);
+    } else {
+        let _ = request.reply.send(Ok(Bytes::new()));
+    }
+    Ok(())
+}
+
 /// The driver: owns the socket, writes queued frames, reads response frames and routes them.
 async fn drive<S>(
     broker: Arc<str>,
     stream: S,
     mut receiver: mpsc::UnboundedReceiver<PendingRequest>,
+    mut auth_receiver: mpsc::UnboundedReceiver<AuthMessage>,
     decoder: FrameDecoder,
     closed: Arc<AtomicBool>,
     shutdown: Arc<Notify>,
@@ -602,6 +921,9 @@ async fn drive<S>(
     let (mut read_half, mut write_half) = tokio::io::split(stream);
     let mut in_flight: VecDeque<PendingRequest> = VecDeque::new();
     let mut buffer = BytesMut::with_capacity(64 * 1024);
+    // A re-authentication is in progress: callers' requests wait in `receiver`.
+    let mut held = false;
+    let mut auth_open = true;
     let error = loop {
         if closed.load(Ordering::Acquire) {
             break ConnectionError::Closed { broker: broker.to_string() };
@@ -624,28 +946,23 @@ async fn drive<S>(
             buffer.reserve(64 * 1024);
         }
         tokio::select! {
-            request = receiver.recv() => {
+            request = receiver.recv(), if !held => {
                 let Some(request) = request else { break ConnectionError::Closed { broker: broker.to_string() } };
-                // A broker that stops reading must not pin the driver in a write: `close()` (from a
-                // caller's timeout) interrupts it.
-                let written = tokio::select! {
-                    written = write_half.write_all(&request.frame) => written,
-                    _ = shutdown.notified() => {
-                        let error = ConnectionError::Closed { broker: broker.to_string() };
-                        let _ = request.reply.send(Err(error.duplicate()));
-                        break error;
-                    }
-                };
-                if let Err(source) = written {
-                    let _ = request.reply.send(Err(ConnectionError::Io { broker: broker.to_string(), source }));
-                    break ConnectionError::Closed { broker: broker.to_string() };
-                }
-                if request.expects_response {
-                    in_flight.push_back(request);
-                } else {
-                    let _ = request.reply.send(Ok(Bytes::new()));
+                if let Err(error) = write_request(&broker, &mut write_half, &shutdown, request, &mut in_flight).await {
+                    break error;
                 }
             }
+            message = auth_receiver.recv(), if auth_open => match message {
+                None => auth_open = false,
+                Some(AuthMessage::Hold) => held = true,
+                Some(AuthMessage::Release) => held = false,
+                Some(AuthMessage::Fail(error)) => break error,
+                Some(AuthMessage::Request(request)) => {
+                    if let Err(error) = write_request(&broker, &mut write_half, &shutdown, request, &mut in_flight).await {
+                        break error;
+                    }
+                }
+            },
             read = read_half.read_buf(&mut buffer) => {
                 match read {
                     Ok(0) => break if in_flight.is_empty() && buffer.is_empty() {
@@ -667,11 +984,17 @@ async fn drive<S>(
     closed.store(true, Ordering::Release);
     tracing::debug!(broker = %broker, in_flight = in_flight.len(), "connection to broker {broker} closed: {error}");
     receiver.close();
+    auth_receiver.close();
     for request in in_flight.drain(..) {
         let _ = request.reply.send(Err(error.duplicate()));
     }
     while let Ok(request) = receiver.try_recv() {
         let _ = request.reply.send(Err(error.duplicate()));
+    }
+    while let Ok(message) = auth_receiver.try_recv() {
+        if let AuthMessage::Request(request) = message {
+            let _ = request.reply.send(Err(error.duplicate()));
+        }
     }
     let _ = write_half.shutdown().await;
 }
@@ -733,4 +1056,23 @@ fn route(broker: &str, frame: Bytes, in_flight: &mut VecDeque<PendingRequest>) -
     }
     let _ = request.reply.send(Ok(reader.rest()));
     Ok(())
+}
+
+#[cfg(test)]
+mod reauthentication_tests {
+    use super::reauthentication_delay;
+    use std::time::Duration;
+
+    #[test]
+    fn reauthenticates_at_85_to_95_percent_with_a_margin_for_short_sessions() {
+        let fifteen_minutes = Duration::from_secs(900);
+        assert_eq!(reauthentication_delay(fifteen_minutes, 0.0), Duration::from_secs(765));
+        assert_eq!(reauthentication_delay(fifteen_minutes, 1.0), Duration::from_secs(855));
+        // Short sessions: at least min(3 s, half) before the end.
+        assert_eq!(reauthentication_delay(Duration::from_secs(5), 1.0), Duration::from_millis(2500));
+        assert_eq!(reauthentication_delay(Duration::from_secs(30), 1.0), Duration::from_secs(27));
+        // Never sooner than a second: the broker refuses re-authentications closer together.
+        assert_eq!(reauthentication_delay(Duration::from_millis(500), 0.5), Duration::from_secs(1));
+        assert_eq!(reauthentication_delay(fifteen_minutes, f64::NAN), Duration::from_secs(810));
+    }
 }

@@ -131,6 +131,16 @@ impl fmt::Debug for SecretString {
     }
 }
 
+/// Compares the secrets (not in constant time: for configurations and tests, not for checking a
+/// secret someone presents).
+impl PartialEq for SecretString {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for SecretString {}
+
 impl From<String> for SecretString {
     fn from(secret: String) -> Self {
         SecretString(secret)
@@ -176,13 +186,20 @@ where
 #[derive(Clone)]
 pub struct SaslCredentials {
     kind: CredentialKind,
+    /// OAUTHBEARER SASL extensions (KIP-342), sent with every token.
+    extensions: Vec<(String, String)>,
 }
 
 #[derive(Clone)]
 enum CredentialKind {
-    UsernamePassword { username: String, password: SecretString },
+    UsernamePassword {
+        username: String,
+        password: SecretString,
+    },
     Token(SecretString),
     TokenProvider(Arc<dyn TokenProvider>),
+    /// Asynchronous: the connection layer awaits it and passes the token in as `Token`.
+    TokenSource(Arc<dyn crate::auth::TokenSource>),
 }
 
 impl SaslCredentials {
@@ -191,34 +208,73 @@ impl SaslCredentials {
     pub fn username_password(username: impl Into<String>, password: impl Into<SecretString>) -> Self {
         SaslCredentials {
             kind: CredentialKind::UsernamePassword { username: username.into(), password: password.into() },
+            extensions: Vec::new(),
         }
     }
 
     /// For OAUTHBEARER with a token fixed in the configuration.
     pub fn oauth_token(token: impl Into<SecretString>) -> Self {
-        SaslCredentials { kind: CredentialKind::Token(token.into()) }
+        SaslCredentials { kind: CredentialKind::Token(token.into()), extensions: Vec::new() }
     }
 
     /// For OAUTHBEARER with a token fetched for every authentication.
     pub fn oauth_token_provider(provider: impl TokenProvider + 'static) -> Self {
-        SaslCredentials { kind: CredentialKind::TokenProvider(Arc::new(provider)) }
+        SaslCredentials { kind: CredentialKind::TokenProvider(Arc::new(provider)), extensions: Vec::new() }
+    }
+
+    /// For OAUTHBEARER with a token fetched asynchronously for every authentication and
+    /// re-authentication: an OAuth client-credentials grant ([`crate::auth::OidcTokenSource`]),
+    /// an AWS MSK IAM token ([`crate::auth::MskIamTokenSource`]) or your own.
+    pub fn oauth_token_source(source: Arc<dyn crate::auth::TokenSource>) -> Self {
+        SaslCredentials { kind: CredentialKind::TokenSource(source), extensions: Vec::new() }
+    }
+
+    /// The same credentials with OAUTHBEARER SASL extensions (KIP-342), such as Confluent Cloud's
+    /// `logicalCluster` and `identityPoolId`. Keys are letters only and `auth` is reserved;
+    /// values are printable ASCII (checked when a session is built). Ignored by other mechanisms.
+    pub fn with_oauth_extensions(mut self, extensions: Vec<(String, String)>) -> Self {
+        self.extensions = extensions;
+        self
+    }
+
+    /// The fixed token, if these credentials are one.
+    pub(crate) fn fixed_token(&self) -> Option<&str> {
+        match &self.kind {
+            CredentialKind::Token(token) => Some(token.expose_secret()),
+            _ => None,
+        }
+    }
+
+    /// The asynchronous token source, if these credentials have one.
+    pub(crate) fn token_source(&self) -> Option<&Arc<dyn crate::auth::TokenSource>> {
+        match &self.kind {
+            CredentialKind::TokenSource(source) => Some(source),
+            _ => None,
+        }
+    }
+
+    /// The same credentials with a token fetched from their source in place of the source.
+    pub(crate) fn with_fetched_token(&self, token: SecretString) -> Self {
+        SaslCredentials { kind: CredentialKind::Token(token), extensions: self.extensions.clone() }
     }
 
     /// The user name, for PLAIN and SCRAM credentials.
     pub fn username(&self) -> Option<&str> {
         match &self.kind {
             CredentialKind::UsernamePassword { username, .. } => Some(username),
-            CredentialKind::Token(_) | CredentialKind::TokenProvider(_) => None,
+            CredentialKind::Token(_) | CredentialKind::TokenProvider(_) | CredentialKind::TokenSource(_) => None,
         }
     }
 
     fn username_and_password(&self, mechanism: SaslMechanism) -> Result<(&str, &SecretString), SaslError> {
         match &self.kind {
             CredentialKind::UsernamePassword { username, password } => Ok((username, password)),
-            CredentialKind::Token(_) | CredentialKind::TokenProvider(_) => Err(SaslError::InvalidCredentials {
-                mechanism,
-                problem: "it needs a user name and password, but an OAuth token was configured",
-            }),
+            CredentialKind::Token(_) | CredentialKind::TokenProvider(_) | CredentialKind::TokenSource(_) => {
+                Err(SaslError::InvalidCredentials {
+                    mechanism,
+                    problem: "it needs a user name and password, but an OAuth token was configured",
+                })
+            }
         }
     }
 
@@ -228,6 +284,10 @@ impl SaslCredentials {
             CredentialKind::TokenProvider(provider) => {
                 provider.token().map_err(|message| SaslError::TokenProvider { message: sanitize(&message) })
             }
+            CredentialKind::TokenSource(_) => Err(SaslError::InvalidCredentials {
+                mechanism: SaslMechanism::OAuthBearer,
+                problem: "its token source is asynchronous: the connection layer fetches the token before the exchange",
+            }),
             CredentialKind::UsernamePassword { .. } => Err(SaslError::InvalidCredentials {
                 mechanism: SaslMechanism::OAuthBearer,
                 problem: "it needs an OAuth bearer token, but a user name and password were configured",
@@ -243,7 +303,7 @@ impl fmt::Debug for SaslCredentials {
                 f.debug_struct("SaslCredentials").field("username", username).field("password", password).finish()
             }
             CredentialKind::Token(token) => f.debug_struct("SaslCredentials").field("token", token).finish(),
-            CredentialKind::TokenProvider(_) => {
+            CredentialKind::TokenProvider(_) | CredentialKind::TokenSource(_) => {
                 f.debug_struct("SaslCredentials").field("token", &format_args!("<from provider>")).finish()
             }
         }
@@ -459,9 +519,10 @@ impl SaslSession {
                 };
                 MechanismClient::Scram(scram::ScramClient::new(hash, username, password, nonce)?)
             }
-            SaslMechanism::OAuthBearer => {
-                MechanismClient::OAuthBearer(oauthbearer::OAuthBearerClient::new(credentials.bearer_token()?)?)
-            }
+            SaslMechanism::OAuthBearer => MechanismClient::OAuthBearer(oauthbearer::OAuthBearerClient::new(
+                credentials.bearer_token()?,
+                &credentials.extensions,
+            )?),
         };
         Ok(SaslSession { mechanism, client })
     }

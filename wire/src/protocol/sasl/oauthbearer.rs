@@ -10,12 +10,13 @@
 //!
 //! The token must be an RFC 6750 `b64token`, checked before sending so that a stray newline or
 //! `\x01` cannot corrupt the message. (Kafka's broker is stricter still: it accepts only
-//! `[-_.a-zA-Z0-9]+`, which every JWT satisfies.) SASL extensions (KIP-342) and an authorization
-//! identity are not sent.
+//! `[-_.a-zA-Z0-9]+`, which every JWT satisfies.) SASL extensions (KIP-342) follow the token as
+//! `key=value` pairs, each closed by `\x01`; keys are letters only (`auth` is reserved), values
+//! printable ASCII, both checked before sending. No authorization identity is sent.
 //!
 //! # References
 //! - RFC 7628 (OAUTHBEARER), RFC 6750 section 2.1 (`b64token`).
-//! - KIP-255; Kafka `OAuthBearerSaslClient`, `OAuthBearerClientInitialResponse`.
+//! - KIP-255, KIP-342 (extensions); Kafka `OAuthBearerSaslClient`, `OAuthBearerClientInitialResponse`.
 
 use std::iter::Peekable;
 use std::str::Chars;
@@ -27,6 +28,7 @@ const SEPARATOR: u8 = 0x01;
 
 pub(super) struct OAuthBearerClient {
     token: SecretString,
+    extensions: Vec<(String, String)>,
     state: State,
     rejection: Option<SaslError>,
 }
@@ -41,7 +43,7 @@ enum State {
 }
 
 impl OAuthBearerClient {
-    pub(super) fn new(token: SecretString) -> Result<OAuthBearerClient, SaslError> {
+    pub(super) fn new(token: SecretString, extensions: &[(String, String)]) -> Result<OAuthBearerClient, SaslError> {
         let invalid = |problem| SaslError::InvalidCredentials { mechanism: SaslMechanism::OAuthBearer, problem };
         if token.is_empty() {
             return Err(invalid("the bearer token is empty"));
@@ -52,7 +54,19 @@ impl OAuthBearerClient {
                  digits, - . _ ~ + / and trailing =); pass the token itself, not a header or a JSON response",
             ));
         }
-        Ok(OAuthBearerClient { token, state: State::AwaitingOutcome, rejection: None })
+        for (key, value) in extensions {
+            // OAuthBearerClientInitialResponse: KEY_PATTERN [A-Za-z]+, VALUE_PATTERN [\x21-\x7E \t\r\n]+.
+            if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphabetic()) {
+                return Err(invalid("a SASL extension key must be letters only (KIP-342)"));
+            }
+            if key == "auth" {
+                return Err(invalid("`auth` is reserved and cannot be a SASL extension key"));
+            }
+            if value.is_empty() || !value.bytes().all(|b| (0x21..=0x7e).contains(&b) || b" \t\r\n".contains(&b)) {
+                return Err(invalid("a SASL extension value must be printable ASCII and not empty (KIP-342)"));
+            }
+        }
+        Ok(OAuthBearerClient { token, extensions: extensions.to_vec(), state: State::AwaitingOutcome, rejection: None })
     }
 
     pub(super) fn initial_message(&self) -> Vec<u8> {
@@ -63,6 +77,12 @@ impl OAuthBearerClient {
         message.extend_from_slice(b"auth=Bearer ");
         message.extend_from_slice(token.as_bytes());
         message.push(SEPARATOR);
+        for (key, value) in &self.extensions {
+            message.extend_from_slice(key.as_bytes());
+            message.push(b'=');
+            message.extend_from_slice(value.as_bytes());
+            message.push(SEPARATOR);
+        }
         message.push(SEPARATOR);
         message
     }
@@ -273,6 +293,23 @@ mod tests {
         let second = SaslSession::new(SaslMechanism::OAuthBearer, &credentials).unwrap();
         assert_eq!(first.initial_message(), b"n,,\x01auth=Bearer token-0\x01\x01");
         assert_eq!(second.initial_message(), b"n,,\x01auth=Bearer token-1\x01\x01");
+    }
+
+    #[test]
+    fn extensions_follow_the_token() {
+        let credentials = SaslCredentials::oauth_token(TOKEN).with_oauth_extensions(vec![
+            ("logicalCluster".to_owned(), "lkc-abc".to_owned()),
+            ("identityPoolId".to_owned(), "pool-1".to_owned()),
+        ]);
+        let session = SaslSession::new(SaslMechanism::OAuthBearer, &credentials).unwrap();
+        let expected = format!("n,,\x01auth=Bearer {TOKEN}\x01logicalCluster=lkc-abc\x01identityPoolId=pool-1\x01\x01");
+        assert_eq!(session.initial_message(), expected.as_bytes());
+        for (key, value) in [("auth", "x"), ("bad-key", "x"), ("", "x"), ("ok", ""), ("ok", "a\x01b")] {
+            let credentials =
+                SaslCredentials::oauth_token(TOKEN).with_oauth_extensions(vec![(key.to_owned(), value.to_owned())]);
+            let error = SaslSession::new(SaslMechanism::OAuthBearer, &credentials).unwrap_err();
+            assert!(error.to_string().contains("extension"), "{key}={value:?}: {error}");
+        }
     }
 
     #[test]
