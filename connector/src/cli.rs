@@ -95,6 +95,7 @@ where
                     WritePolicyArg::Replace => WritePolicy::Replace,
                 },
                 destination: read.dest,
+                metrics_addr: read.metrics_addr,
             };
             Command::Read { config: read.config, options }
         }
@@ -266,6 +267,18 @@ struct ReadArgs {
     /// `append` adds this run's output; `replace` (bounded only) replaces the topic's earlier output.
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = WritePolicyArg::Append)]
     write_policy: WritePolicyArg,
+    /// Serve Prometheus metrics (records, lag, epochs, fetches, retries) at
+    /// http://HOST:PORT/metrics while the read runs, e.g. `127.0.0.1:9464`. Off by default.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_host_port)]
+    metrics_addr: Option<String>,
+}
+
+/// `HOST:PORT` with a port number (`[v6]:PORT` for IPv6); the host is resolved when binding.
+fn parse_host_port(text: &str) -> Result<String, String> {
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(text.to_string()),
+        _ => Err(format!("{text:?} is not HOST:PORT (e.g. 127.0.0.1:9464, or [::1]:9464)")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -425,6 +438,15 @@ mod tests {
         assert_eq!(options.write_policy, WritePolicy::Replace);
         assert_eq!(options.mode, ReadMode::Bounded);
         assert_eq!(options.destination.as_deref(), Some("out"));
+        assert_eq!(options.metrics_addr, None);
+        let Command::Read { options, .. } =
+            parse(args("read --config c.json --mode continuous --metrics-addr 127.0.0.1:9464")).unwrap().command
+        else {
+            panic!("read expected");
+        };
+        assert_eq!(options.metrics_addr.as_deref(), Some("127.0.0.1:9464"));
+        let message = usage_error("read --config c.json --mode continuous --metrics-addr 9464");
+        assert!(message.contains("is not HOST:PORT"), "{message}");
     }
 
     #[test]
@@ -499,6 +521,7 @@ mod tests {
             "--mode <MODE>",
             "--topics <a,b>",
             "--write-policy <POLICY>",
+            "--metrics-addr <HOST:PORT>",
             "--log-format",
         ] {
             assert!(help.contains(flag), "read --help names {flag}: {help}");

@@ -71,6 +71,7 @@ use crate::destination::{
 };
 
 mod group;
+use crate::metrics::{GroupEvent, Metrics};
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};
 use sluice_wire::{SaslCredentials, SaslSettings, TlsError, TlsField, TlsSettings};
@@ -92,6 +93,8 @@ pub struct ReadOptions {
     /// `--dest`: a directory or a `postgres://` URL; `None`: the configured destination
     /// ([`Config::destination_target`]).
     pub destination: Option<String>,
+    /// `--metrics-addr`: serve Prometheus metrics on this `HOST:PORT` (see [`crate::metrics`]).
+    pub metrics_addr: Option<String>,
 }
 
 /// Progress of one partition, for progress bars and summaries.
@@ -167,6 +170,8 @@ pub enum ReadError {
     WriterDied,
     /// The thread writing epochs could not be started.
     WriterThread(std::io::Error),
+    /// `--metrics-addr` cannot be listened on.
+    Metrics(std::io::Error),
 }
 
 impl std::fmt::Display for ReadError {
@@ -217,6 +222,9 @@ impl std::fmt::Display for ReadError {
                  had not written was certified, so the next run resumes from the last certified position",
             ),
             ReadError::WriterThread(_) => f.write_str("cannot start the thread that writes to the destination"),
+            ReadError::Metrics(_) => {
+                f.write_str("cannot serve the metrics: give --metrics-addr a free HOST:PORT, or leave it out")
+            }
             ReadError::PartitionsChanged { topic, before, after } => write!(
                 f,
                 "topic {topic} changed from {before} to {after} partitions during the session; everything read \
@@ -234,6 +242,7 @@ impl std::error::Error for ReadError {
             ReadError::Destination(error) => Some(error),
             ReadError::Row(error) => Some(error),
             ReadError::WriterThread(error) => Some(error),
+            ReadError::Metrics(error) => Some(error),
             _ => None,
         }
     }
@@ -364,6 +373,16 @@ pub async fn read(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&ReadProgress),
 ) -> Result<ReadProgress, ReadError> {
+    let metrics = Metrics::new();
+    // Served from the start (before connecting), so a scrape sees a run that waits for Kafka.
+    let _served = match &options.metrics_addr {
+        Some(address) => {
+            let server =
+                crate::metrics::http::serve(address, Arc::clone(&metrics)).await.map_err(ReadError::Metrics)?;
+            Some(AbortOnDrop(server))
+        }
+        None => None,
+    };
     let mut destination = target.open()?;
     let connection_id = destination.connection_id(config.connection_id.as_deref())?;
     // Connecting and planning ride out an unreachable cluster for as long as the retry budget
@@ -371,9 +390,11 @@ pub async fn read(
     // like a crash there, which the destination is built to survive (see destination.rs).
     let setup = async {
         let client = connect(config).await?;
+        metrics.set_client(&client);
         let session = match (&config.group, options.mode) {
             (Some(settings), ReadMode::Continuous) => {
-                Session::plan_group(&client, config, settings, options, &mut destination, connection_id).await?
+                Session::plan_group(&client, config, settings, options, &mut destination, connection_id, &metrics)
+                    .await?
             }
             (group, _) => {
                 if group.is_some() {
@@ -381,7 +402,7 @@ pub async fn read(
                         "a bounded read is a one-off job: it reads every partition itself, without the group"
                     );
                 }
-                Session::plan(&client, config, options, &mut destination, connection_id).await?
+                Session::plan(&client, config, options, &mut destination, connection_id, &metrics).await?
             }
         };
         Ok::<_, ReadError>((client, session))
@@ -395,9 +416,22 @@ pub async fn read(
             };
         }
     };
+    let _refresher = options
+        .metrics_addr
+        .is_some()
+        .then(|| AbortOnDrop(tokio::spawn(crate::metrics::refresh_offsets(client.clone(), Arc::clone(&metrics)))));
     progress(&session.progress);
     session.run(&client, config, destination, stop, progress).await?;
     Ok(session.progress)
+}
+
+/// A background task that ends with the run.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The fetch settings of a run: the configured limits, always read_committed.
@@ -545,6 +579,7 @@ struct Session {
     open: usize,
     /// Bytes of rendered rows in epochs handed to the writer and not yet certified.
     queued: usize,
+    metrics: Arc<Metrics>,
 }
 
 /// Where records come from: partitions the session assigned itself, or a consumer group's.
@@ -583,6 +618,7 @@ impl Session {
         options: &ReadOptions,
         destination: &mut AnyDestination,
         connection_id: String,
+        metrics: &Arc<Metrics>,
     ) -> Result<Session, ReadError> {
         let metadata = client.refresh_metadata(None).await?;
         let cluster_id = cluster_id(&metadata)?;
@@ -653,6 +689,7 @@ impl Session {
                         (position, epoch, None)
                     }
                 };
+                metrics.reading(&name, tp.partition, position, Some(log_start), Some(stable));
                 partitions.insert(tp.partition, PartitionRun::new(position, epoch, end));
             }
             // Step 3: initial frontiers, idle partitions included, before any record is read.
@@ -686,7 +723,15 @@ impl Session {
                 index: progress.topics.len() - 1,
             });
         }
-        Ok(Session { mode: options.mode, topics, source: Source::Direct(consumer), progress, open: 0, queued: 0 })
+        Ok(Session {
+            mode: options.mode,
+            topics,
+            source: Source::Direct(consumer),
+            progress,
+            open: 0,
+            queued: 0,
+            metrics: Arc::clone(metrics),
+        })
     }
 
     /// Steps 4 and 5: the read loop with its writer thread, then the end of the run.
@@ -797,16 +842,25 @@ impl Session {
             let batches = match polled {
                 Ok(group::Polled::Records(batches)) => batches,
                 Ok(group::Polled::Assigned(partitions)) => {
+                    self.metrics.group_event(GroupEvent::Assigned);
                     self.on_assigned(client, partitions).await?;
                     progress(&self.progress);
                     continue;
                 }
                 Ok(group::Polled::Revoked(partitions)) => {
+                    self.metrics.group_event(GroupEvent::Revoked);
+                    for tp in &partitions {
+                        self.metrics.released(&tp.topic, tp.partition);
+                    }
                     self.on_revoked(writer, partitions).await?;
                     progress(&self.progress);
                     continue;
                 }
                 Ok(group::Polled::Lost(partitions)) => {
+                    self.metrics.group_event(GroupEvent::Lost);
+                    for tp in &partitions {
+                        self.metrics.released(&tp.topic, tp.partition);
+                    }
                     self.on_lost(partitions);
                     continue;
                 }
@@ -893,7 +947,11 @@ impl Session {
         };
         let limits = config.epoch;
         let mut headers: Vec<HeaderRef<'_>> = Vec::new();
+        // For the metrics, reported once per batch.
+        let (mut records, mut bytes) = (0u64, 0u64);
         for record in batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end) {
+            records += 1;
+            bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
             headers.clear();
             headers.extend(record.headers.iter().map(|h| HeaderRef { key: &h.key, value: h.value.as_deref() }));
             let timestamp = (record.timestamp >= 0).then_some(EventTimestamp {
@@ -936,6 +994,7 @@ impl Session {
             }
             self.keep_within_budget(writer).await?;
         }
+        self.metrics.fetched(tp.topic.as_str(), p, records, bytes, batch.log_start_offset, batch.last_stable_offset);
         let Some(run) = self.topics[t].partitions.get_mut(&p) else { return Ok(false) };
         if run.fetched == run.cut {
             run.started = Instant::now();
@@ -1016,11 +1075,21 @@ impl Session {
             .get_mut(&epoch.partition)
             .filter(|run| run.claim.as_ref().map(|claim| claim.fence) == epoch.fence);
         if let Some(error) = &epoch.fenced {
+            self.metrics.fenced();
             if run.is_some() {
+                self.metrics.released(&topic.name, epoch.partition);
                 self.on_fenced(epoch.topic_index, epoch.partition, error);
             }
             return;
         }
+        self.metrics.certified(
+            &topic.name,
+            epoch.partition,
+            epoch.next_offset,
+            epoch.rows,
+            epoch.dead_letters,
+            epoch.seconds,
+        );
         if let Some(run) = run {
             run.certified = epoch.next_offset;
             if let Source::Group(source) = &mut self.source {
@@ -1152,6 +1221,8 @@ struct CertifiedEpoch {
     fenced: Option<DestinationError>,
     /// The fence of the claim the epoch was written under (group reads).
     fence: Option<u64>,
+    /// How long writing and certifying took.
+    seconds: f64,
 }
 
 /// The read loop's end of the writer thread (see the module docs). Generic over the destination
@@ -1250,6 +1321,7 @@ fn write_epochs<D: Destination + SharedDestination>(
                         rendered,
                         fenced: Some(error),
                         fence,
+                        seconds: 0.0,
                     })),
                     other => other.map(Some),
                 }
@@ -1277,6 +1349,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
     destination: &mut D,
     epoch: QueuedEpoch,
 ) -> Result<CertifiedEpoch, DestinationError> {
+    let started = Instant::now();
     let QueuedEpoch { topic_index, topic, partition, first_offset, next, rows, dead_letters, bytes, claim } = epoch;
     let written =
         Epoch { partition, first_offset, last_offset: next.offset - 1, rows: &rows, dead_letters: &dead_letters };
@@ -1312,6 +1385,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
         rendered: rows.bytes().len(),
         fenced: None,
         fence: claim.as_ref().map(|claim| claim.fence),
+        seconds: started.elapsed().as_secs_f64(),
     })
 }
 

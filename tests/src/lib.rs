@@ -14,6 +14,7 @@ pub mod checker;
 pub mod fake_broker;
 pub mod fault_proxy;
 pub mod postgres;
+pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -15,6 +15,9 @@
 //! - Configuration: [`ClientConfig`] (bootstrap, [`RetryPolicy`]), [`ConnectionConfig`]
 //!   (timeouts, [`TlsSettings`], [`SaslSettings`]) and [`FetchConfig`]. Each is a builder:
 //!   start from `new` or `default` and chain `with_*` calls.
+//! - Counters for an application's metrics: [`Client::stats`] gives a [`ClientStats`] (fetches,
+//!   bytes, throttle time, retries by kind, connections and reconnects): plain atomics, no
+//!   metrics crate.
 //! - Errors: [`ClientError`] (with topic, partition and offset, [`ClientError::kind`] and `is_*`
 //!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
 //!   [`ErrorCode`]s.
@@ -164,8 +167,8 @@ pub use client::fetch_state;
 pub use client::group;
 
 pub use client::{
-    BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata, Compression, Consumer,
-    ConsumerEvent, ErrorKind, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic,
+    BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClientStats, ClusterMetadata, Compression,
+    Consumer, ConsumerEvent, ErrorKind, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic,
     OffsetReset, OffsetSpec, PartitionBatch, PartitionInfo, ProduceRecord, TopicInfo, TopicPartition,
 };
 pub use connection::tls::{client_config as tls_client_config, TlsError, TlsField, TlsProblem, TlsSettings};
