@@ -26,6 +26,11 @@
 /// The environment variable that arms one point.
 pub const ENV: &str = "SLUICE_FAULT_POINT";
 
+/// The environment variable that makes one point stall instead (`<name>:<n>`): the `n`-th time
+/// a thread reaches it, that thread sleeps for good, as a writer stuck on a hung disk or a
+/// locked table would. The signal tests use it to hold a graceful stop open.
+pub const STALL_ENV: &str = "SLUICE_FAULT_STALL";
+
 #[cfg(feature = "fault-points")]
 mod armed {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,14 +38,18 @@ mod armed {
 
     static ARMED: OnceLock<Option<(String, u64)>> = OnceLock::new();
     static REACHED: AtomicU64 = AtomicU64::new(0);
+    static STALL: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static STALL_REACHED: AtomicU64 = AtomicU64::new(0);
+
+    fn parse(variable: &str) -> Option<(String, u64)> {
+        let value = std::env::var(variable).ok()?;
+        let (name, count) = value.rsplit_once(':').unwrap_or((value.as_str(), "1"));
+        let count = count.parse().ok().filter(|n| *n >= 1)?;
+        Some((name.to_string(), count))
+    }
 
     fn armed() -> &'static Option<(String, u64)> {
-        ARMED.get_or_init(|| {
-            let value = std::env::var(super::ENV).ok()?;
-            let (name, count) = value.rsplit_once(':').unwrap_or((value.as_str(), "1"));
-            let count = count.parse().ok().filter(|n| *n >= 1)?;
-            Some((name.to_string(), count))
-        })
+        ARMED.get_or_init(|| parse(super::ENV))
     }
 
     pub fn point(name: &'static str) {
@@ -48,6 +57,14 @@ mod armed {
             if armed == name && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *count {
                 eprintln!("sluice: fault point {name} reached ({count}); aborting");
                 std::process::abort();
+            }
+        }
+        if let Some((stalled, count)) = STALL.get_or_init(|| parse(super::STALL_ENV)) {
+            if stalled == name && STALL_REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *count {
+                eprintln!("sluice: fault point {name} reached ({count}); stalling this thread");
+                loop {
+                    std::thread::park();
+                }
             }
         }
     }

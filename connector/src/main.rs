@@ -165,26 +165,44 @@ fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// SIGINT and SIGTERM end a continuous run after its current epoch, and a bounded run at once
-/// (unfinished: the next bounded run discards it); a second signal exits at once.
+/// SIGINT, SIGTERM and SIGHUP ask for a clean stop: a continuous run writes and certifies the
+/// epochs in progress and exits 0; a bounded run ends at once, unfinished (exit 1; the next
+/// bounded run discards it). SIGHUP is a stop too (a closed terminal or session), not a reload:
+/// to change the configuration, stop and start again.
+///
+/// A second signal while the stop is under way (the writer may be waiting on a slow disk or a
+/// locked table) exits at once with 128 + its number (130 for SIGINT, 143 SIGTERM, 129 SIGHUP),
+/// without waiting for anything to be certified: the destination is left as a crash at that
+/// moment leaves it, which it is built to survive (the next run resumes from the last certified
+/// position and rewrites what was not certified; nothing certified is lost or duplicated).
 fn spawn_signal_handler(stop: StopSignal) {
+    use tokio::signal::unix::{signal, SignalKind};
     tokio::spawn(async move {
-        let Ok(mut terminate) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) =
+            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+        else {
+            tracing::warn!("cannot install the signal handlers: SIGINT, SIGTERM and SIGHUP end the process at once");
             return;
         };
-        for _ in 0..2 {
-            let signal = tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = terminate.recv() => "SIGTERM",
+        loop {
+            let (signal, number) = tokio::select! {
+                _ = interrupt.recv() => ("SIGINT", 2),
+                _ = terminate.recv() => ("SIGTERM", 15),
+                _ = hangup.recv() => ("SIGHUP", 1),
             };
             if stop.is_stopped() {
                 tracing::warn!(
                     signal,
-                    "second signal ({signal}), exiting without finishing the epoch (nothing uncertified is lost)"
+                    "second signal ({signal}): exiting at once without certifying the epochs in progress; the \
+                     destination stays as a crash would leave it, and the next run resumes from the last certified \
+                     position"
                 );
-                std::process::exit(130);
+                std::process::exit(128 + number);
             }
-            tracing::info!(signal, "{signal}: stopping after the current epoch");
+            tracing::info!(
+                signal,
+                "{signal}: stopping after the current epoch (a second signal exits at once, without certifying it)"
+            );
             stop.stop();
         }
     });

@@ -66,8 +66,8 @@ use sluice_wire::{
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{
-    AnyDestination, Claim, Destination, DestinationError, DestinationTarget, Epoch, RunKind, SharedDestination,
-    WritePolicy,
+    AnyDestination, Claim, Destination, DestinationError, DestinationTarget, DirectoryLock, Epoch, LocalDirectory,
+    LockMode, RunKind, SharedDestination, WritePolicy,
 };
 
 mod group;
@@ -384,6 +384,12 @@ pub async fn read(
         None => None,
     };
     let mut destination = target.open()?;
+    // Held until the run ends; see `destination::DirectoryLock`.
+    let _lock = match target {
+        DestinationTarget::Directory(root) => Some(lock_directory(root, config, options)?),
+        // Its compare-and-set checkpoints refuse a second writer's epochs (postgres.rs).
+        DestinationTarget::Postgres(_) => None,
+    };
     let connection_id = destination.connection_id(config.connection_id.as_deref())?;
     // Connecting and planning ride out an unreachable cluster for as long as the retry budget
     // lasts; a stop must not wait for that. Dropping the setup at one of its network waits is
@@ -423,6 +429,23 @@ pub async fn read(
     progress(&session.progress);
     session.run(&client, config, destination, stop, progress).await?;
     Ok(session.progress)
+}
+
+/// The destination directory's lock for this run: shared by a consumer group's continuous
+/// workers, exclusive for everything else.
+fn lock_directory(root: &std::path::Path, config: &Config, options: &ReadOptions) -> Result<DirectoryLock, ReadError> {
+    let (mode, running) = match (&config.group, options.mode) {
+        (Some(group), ReadMode::Continuous) => {
+            let group = match &group.id {
+                crate::config::GroupId::Fixed(id) => id.clone(),
+                crate::config::GroupId::Prefix(prefix) => format!("{prefix}<connection id>"),
+            };
+            (LockMode::Shared, format!("sluice read --mode continuous, consumer group {group}"))
+        }
+        (_, ReadMode::Continuous) => (LockMode::Exclusive, "sluice read --mode continuous".to_string()),
+        (_, ReadMode::Bounded) => (LockMode::Exclusive, "sluice read --mode bounded".to_string()),
+    };
+    Ok(LocalDirectory::lock(root, mode, &running)?)
 }
 
 /// A background task that ends with the run.
