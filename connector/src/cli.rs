@@ -41,6 +41,12 @@ pub enum Command {
         config: PathBuf,
         options: ReadOptions,
     },
+    /// `dest`: `--dest`, else the configuration's destination.
+    Status {
+        config: PathBuf,
+        dest: Option<String>,
+        json: bool,
+    },
     Completions {
         shell: CompletionShell,
     },
@@ -99,6 +105,7 @@ where
             };
             Command::Read { config: read.config, options }
         }
+        CliCommand::Status { config, dest, json } => Command::Status { config, dest, json },
         CliCommand::Completions { shell } => Command::Completions { shell },
     };
     Ok(Invocation { log_format: cli.log_format, command })
@@ -241,6 +248,21 @@ enum CliCommand {
     /// Reads topics into DIR: bounded reads [log start, last stable offset) and finishes;
     /// continuous reads until SIGINT/SIGTERM, certifying each epoch after writing it.
     Read(ReadArgs),
+    /// Shows what a destination has certified against the cluster: per partition the certified
+    /// position, log start, last stable offset, lag, the incarnation and the last bounded run;
+    /// warns about retention loss, recreated topics and unfinished runs. Reads only.
+    Status {
+        /// The configuration file (JSON).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The destination: a directory, or a `postgres://user@host:port/dbname` URL (the password
+        /// from PGPASSWORD). Default: the configuration's `destination`, else `destination_dir`.
+        #[arg(long, value_name = "DIR|URL")]
+        dest: Option<String>,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Prints a shell completion script, e.g. `sluice completions bash > /etc/bash_completion.d/sluice`.
     Completions {
         #[arg(value_enum)]
@@ -473,6 +495,14 @@ mod tests {
         assert_eq!(options.mode, ReadMode::Continuous);
         assert_eq!(options.topics, Some(vec!["x".to_string()]));
         assert_eq!(options.write_policy, WritePolicy::Append);
+        assert!(matches!(
+            parse(args("status --config c.json --dest postgres://u@h/db --json")).unwrap().command,
+            Command::Status { json: true, dest: Some(dest), .. } if dest == "postgres://u@h/db"
+        ));
+        assert!(matches!(
+            parse(args("status --config c.json")).unwrap().command,
+            Command::Status { json: false, dest: None, .. }
+        ));
         assert!(matches!(
             parse(args("completions zsh")).unwrap().command,
             Command::Completions { shell: CompletionShell::Zsh }

@@ -324,6 +324,10 @@ pub enum DestinationError {
     },
     /// The Postgres destination failed; the error names the server and the remedy.
     Postgres(Box<PostgresError>),
+    /// `sluice status` found nothing Sluice wrote (no `_sluice` directory or schema).
+    NoOutput {
+        destination: String,
+    },
     /// Another process holds the directory's lock.
     Locked {
         root: PathBuf,
@@ -388,6 +392,11 @@ impl fmt::Display for DestinationError {
             ),
             // Transparent: its own sentence names the server.
             DestinationError::Postgres(error) => fmt::Display::fmt(error, f),
+            DestinationError::NoOutput { destination } => write!(
+                f,
+                "{destination} holds no Sluice output (no `_sluice` bookkeeping); check --dest, or the \
+                 configuration's `destination` / `destination_dir`"
+            ),
             DestinationError::Locked { root, holder, wanted } => {
                 let holder = holder.as_deref().unwrap_or("its pid and host are not recorded yet");
                 match wanted {
@@ -857,6 +866,67 @@ pub struct DirectoryLock {
 }
 
 impl LocalDirectory {
+    /// What the directory at `root` holds, for `sluice status`: every topic of its checkpoint
+    /// store and every topic a group writes. Reads only; a directory without `_sluice` is an
+    /// error that says so.
+    pub fn describe(root: &Path) -> Result<Vec<crate::status::StoredTopic>, DestinationError> {
+        use crate::status::{StoredBoundedRun, StoredCheckpoints, StoredPosition, StoredTopic};
+        if !root.join("_sluice").is_dir() {
+            return Err(DestinationError::NoOutput { destination: root.display().to_string() });
+        }
+        let directory = LocalDirectory { root: root.to_path_buf(), active: HashMap::new() };
+        let store = directory.load_store()?;
+        let positions = |checkpoints: &CertifiedCheckpoints| StoredCheckpoints {
+            incarnation: checkpoints.incarnation.clone(),
+            partitions: checkpoints
+                .partitions
+                .iter()
+                .map(|(partition, next)| {
+                    let position =
+                        StoredPosition { next_offset: Some(next.offset), leader_epoch: next.leader_epoch, owner: None };
+                    (*partition, position)
+                })
+                .collect(),
+        };
+        let mut topics: BTreeMap<String, StoredTopic> = BTreeMap::new();
+        for (name, state) in &store.topics {
+            topics.insert(
+                name.clone(),
+                StoredTopic {
+                    topic: name.clone(),
+                    shared: false,
+                    continuous: state.continuous.as_ref().map(positions),
+                    bounded: state.bounded.as_ref().map(|run| StoredBoundedRun {
+                        run: run.run,
+                        policy: run.policy,
+                        finished: run.finished,
+                        checkpoints: positions(&run.checkpoints),
+                    }),
+                },
+            );
+        }
+        for (name, shared) in directory.shared_topics()? {
+            let entry = topics.entry(name.clone()).or_insert_with(|| StoredTopic {
+                topic: name.clone(),
+                shared: true,
+                continuous: None,
+                bounded: None,
+            });
+            entry.shared = true;
+            // Partitions without a partition file yet resume from the store's positions (a
+            // topic written by a single process before it was shared).
+            if let Some(mut shared) = shared {
+                if let Some(seeds) = &entry.continuous {
+                    for (partition, position) in &seeds.partitions {
+                        shared.partitions.entry(*partition).or_insert_with(|| position.clone());
+                    }
+                }
+                entry.continuous = Some(shared);
+            }
+        }
+        Ok(topics.into_values().collect())
+    }
+
     /// The lock file of the directory at `root`.
     pub fn lock_path(root: &Path) -> PathBuf {
         root.join("_sluice").join("lock")

@@ -1,5 +1,5 @@
 #![forbid(unsafe_code)]
-//! The `sluice` command line: `check`, `discover`, `read` and `completions`.
+//! The `sluice` command line: `check`, `discover`, `read`, `status` and `completions`.
 //!
 //! stdout carries the command's output (the check and discover text, the JSON of `--json`, the
 //! progress line and summary of a read); stderr carries log lines (through `tracing`, as text or
@@ -107,6 +107,30 @@ async fn run(command: Command) -> ExitCode {
                 Ok(text) => {
                     print!("{text}");
                     ExitCode::SUCCESS
+                }
+                Err(error) => fail(&error),
+            }
+        }
+        Command::Status { config, dest, json } => {
+            let config = match load(&config) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            let target = match config.destination_target(dest.as_deref(), |name| std::env::var(name).ok()) {
+                Ok(target) => target,
+                Err(error) => {
+                    eprintln!("sluice: {}", cli::error_report(&error));
+                    return ExitCode::from(2);
+                }
+            };
+            match sluice::status::status(&config, &target, json).await {
+                Ok((text, reached)) => {
+                    print!("{text}");
+                    if reached {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
                 }
                 Err(error) => fail(&error),
             }
