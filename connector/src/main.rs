@@ -26,6 +26,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
         }
     };
+    let _ = LOG_FORMAT.set(invocation.log_format);
     if let Err(message) = install_logging(invocation.log_format) {
         eprintln!("sluice: {message}");
         return ExitCode::from(2);
@@ -43,6 +44,10 @@ fn main() -> ExitCode {
     };
     runtime.block_on(run(invocation.command))
 }
+
+/// `--log-format`, for the error report: with `json` the report is also an `error` event, so
+/// that a log shipper gets it as JSON (the plain `sluice: ...` line still ends stderr).
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
 
 /// The default filter: Sluice's own events from `info`, everything else from `warn`.
 fn default_filter() -> Targets {
@@ -77,9 +82,18 @@ fn install_logging(format: LogFormat) -> Result<(), String> {
 
 fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
     Config::load(path).map_err(|error| {
-        eprintln!("sluice: {}", cli::error_report(&error));
+        report(&error);
         ExitCode::from(2)
     })
+}
+
+/// Prints the error report (and, with `--log-format json`, logs it as an `error` event first).
+fn report(error: &(dyn std::error::Error + 'static)) {
+    let text = cli::error_report(error);
+    if LOG_FORMAT.get() == Some(&LogFormat::Json) {
+        tracing::error!(error = %text, "{text}");
+    }
+    eprintln!("sluice: {text}");
 }
 
 async fn run(command: Command) -> ExitCode {
@@ -119,7 +133,7 @@ async fn run(command: Command) -> ExitCode {
             let target = match config.destination_target(dest.as_deref(), |name| std::env::var(name).ok()) {
                 Ok(target) => target,
                 Err(error) => {
-                    eprintln!("sluice: {}", cli::error_report(&error));
+                    report(&error);
                     return ExitCode::from(2);
                 }
             };
@@ -144,10 +158,16 @@ async fn run(command: Command) -> ExitCode {
                 match config.destination_target(options.destination.as_deref(), |name| std::env::var(name).ok()) {
                     Ok(target) => target,
                     Err(error) => {
-                        eprintln!("sluice: {}", cli::error_report(&error));
+                        report(&error);
                         return ExitCode::from(2);
                     }
                 };
+            let mode = match options.mode {
+                read::ReadMode::Bounded => "bounded",
+                read::ReadMode::Continuous => "continuous",
+            };
+            let version = env!("CARGO_PKG_VERSION");
+            tracing::info!(version, mode, destination = %target, "sluice {version}: read --mode {mode} into {target}");
             let stop = StopSignal::new();
             spawn_signal_handler(stop.clone());
             let terminal = std::io::stdout().is_terminal();
@@ -185,7 +205,7 @@ async fn run(command: Command) -> ExitCode {
 
 /// Reports `error` with its causes on stderr; exit code 1.
 fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("sluice: {}", cli::error_report(error));
+    report(error);
     ExitCode::FAILURE
 }
 
