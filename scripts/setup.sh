@@ -3,13 +3,15 @@
 # `tests/postgres/server.sh`: checks for what they need and installs what is missing from
 # Debian's packages, saying what it will install before it does.
 #
-#   scripts/setup.sh [rust] [java] [postgres] [prometheus]
+#   scripts/setup.sh [rust] [java] [postgres] [image] [prometheus]
 #
 #   rust        checks only: cargo (stable Rust 1.89+) is there (see below)
 #   java        Java 17 or newer (java and javac) and Maven: the local Kafka brokers run from
 #               Maven Central jars, and the Java tools of the tests compile against them
 #               (apt: openjdk-17-jdk-headless maven)
 #   postgres    a PostgreSQL server (/usr/lib/postgresql/*/bin/initdb; apt: postgresql)
+#   image       buildah, umoci and crun: scripts/build-image.sh builds the container image
+#               without a daemon and connector/tests/image.rs runs it (apt: buildah umoci crun)
 #   prometheus  Python's prometheus_client, whose parser checks `sluice read --metrics-addr`'s
 #               output in the tests (pip: prometheus_client; python3 itself from apt)
 #
@@ -43,6 +45,11 @@ missing_postgres() {
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || echo postgresql
   return 0
 }
+missing_image() {
+  local tool
+  for tool in buildah umoci crun; do command -v "$tool" >/dev/null || echo "$tool"; done
+  return 0
+}
 missing_python() {
   command -v python3 >/dev/null || echo python3 python3-pip
   return 0
@@ -69,6 +76,9 @@ report_found() {
     postgres)
       say "found PostgreSQL $(printf '%s\n' /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n1)"
       ;;
+    image)
+      say "found $(buildah --version), umoci $(umoci --version 2>/dev/null | sed -n 's/.*version //p'), $(crun --version | head -n1)"
+      ;;
     prometheus)
       say "found prometheus_client $(python3 -c 'import prometheus_client, importlib.metadata as m; print(m.version("prometheus_client"))' 2>/dev/null)"
       ;;
@@ -87,8 +97,9 @@ for part in "${parts[@]}"; do
   case "$part" in
     java) packages=($(missing_java)) ;;
     postgres) packages=($(missing_postgres)) ;;
+    image) packages=($(missing_image)) ;;
     prometheus) packages=($(missing_python)) ;;
-    *) die "unknown part '$part' (rust, java, postgres or prometheus)" ;;
+    *) die "unknown part '$part' (rust, java, postgres, image or prometheus)" ;;
   esac
   if [[ ${#packages[@]} -gt 0 ]]; then
     apt_install "${packages[@]}"
@@ -105,6 +116,7 @@ for part in "${parts[@]}"; do
     case "$part" in
       java) [[ -z "$(missing_java)" ]] || die "Java 17+ and Maven are still missing after installing" ;;
       postgres) [[ -z "$(missing_postgres)" ]] || die "no /usr/lib/postgresql/*/bin/initdb after installing" ;;
+      image) [[ -z "$(missing_image)" ]] || die "$(missing_image | tr '\n' ' ')still missing after installing" ;;
       prometheus) if prometheus_missing; then die "python3 cannot import prometheus_client after installing"; fi ;;
     esac
     report_found "$part"
