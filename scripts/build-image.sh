@@ -3,8 +3,8 @@
 # package; `scripts/setup.sh image` installs it) with the vfs storage driver, from the static
 # binary of scripts/build-static.sh (the Dockerfile's `prebuilt` stage: nothing is pulled).
 #
-#   scripts/build-image.sh        # -> target/image/oci (an OCI image layout, uncompressed
-#                                 #    layer) and target/image/sluice-oci.tar (the same, as one
+#   scripts/build-image.sh        # -> target/image/oci (an OCI image layout: one gzip layer)
+#                                 #    and target/image/sluice-oci.tar (the same, as one
 #                                 #    archive for `podman load` / `docker load`)
 #
 # Prints the image's size (the layer and the archive). Running it: connector/tests/image.rs
@@ -22,7 +22,7 @@ cp "$binary" "$out/context/sluice"
 storage=(--root "$PWD/$out/storage" --runroot "$PWD/$out/run" --storage-driver vfs)
 buildah "${storage[@]}" bud --quiet --layers=false --build-arg SLUICE_BINARY_FROM=prebuilt \
   -f Dockerfile -t localhost/sluice:latest . >&2
-buildah "${storage[@]}" push --quiet --disable-compression localhost/sluice:latest "oci:$out/oci:latest" >&2
-buildah "${storage[@]}" push --quiet --disable-compression localhost/sluice:latest "oci-archive:$out/sluice-oci.tar:latest" >&2
+buildah "${storage[@]}" push --quiet localhost/sluice:latest "oci:$out/oci:latest" >&2
+buildah "${storage[@]}" push --quiet localhost/sluice:latest "oci-archive:$out/sluice-oci.tar:latest" >&2
 layer_bytes=$(find "$out/oci/blobs" -type f -size +1M -printf '%s\n' | sort -n | tail -n1)
-echo "build-image: $out/oci and $out/sluice-oci.tar: layer $layer_bytes bytes, archive $(stat -c %s "$out/sluice-oci.tar") bytes (binary $(stat -c %s "$binary") bytes)"
+echo "build-image: $out/oci and $out/sluice-oci.tar: layer $layer_bytes bytes (gzip), archive $(stat -c %s "$out/sluice-oci.tar") bytes, binary $(stat -c %s "$binary") bytes"
