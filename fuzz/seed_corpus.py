@@ -252,4 +252,13 @@ for i, text in enumerate([b"0", b"-0", b"1.50", b"1.5e3", b"-1.5E-3", b"12345678
                           b"-", b"1.", b".5", b"1e", b"1e+", b"abc", b"00", b"-01", b"1e99999999999999999999"]):
     put("pg_numeric", "seed-%02d" % i, text)
 
+# metrics_http: requests to the metrics endpoint (`sluice read --metrics-addr`): whole, lenient,
+# cut short, malformed, and one past the 8 KiB limit.
+for i, text in enumerate([b"GET /metrics HTTP/1.1\r\nHost: localhost:9464\r\nAccept: */*\r\n\r\n",
+                          b"HEAD /metrics?x=1 HTTP/1.0\n\n", b"GET / HTTP/1.1\r\n\r\n", b"GET /metrics HTTP/1.1\r\n",
+                          b"POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc", b"GET metrics HTTP/1.1\r\n\r\n",
+                          b"GET / HTTP/2\r\n\r\n", b"\r\n\r\n", b"GET /\xff HTTP/1.1\r\n\r\n",
+                          b"GET / HTTP/1.1\r\nX: " + b"a" * 8200 + b"\r\n\r\n", b""]):
+    put("metrics_http", "seed-%02d" % i, text)
+
 print("corpus written to", CORPUS)

@@ -2,9 +2,13 @@
 # The main job on a fresh machine: start a local Kafka 4.1 broker (jars from Maven Central), write
 # a `demo` topic through Sluice's own pure-Rust client, then run a bounded read of it into the
 # embedded destination (./demo-output).
+#
+# On a fresh machine it first installs what the broker needs (Java 17 and Maven, from Debian's
+# packages: scripts/setup.sh says what before installing); Rust (stable, 1.89+) must be there.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+scripts/setup.sh rust java
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start
 cargo build --release -q -p sluice --bin sluice

@@ -41,6 +41,12 @@ pub enum Command {
         config: PathBuf,
         options: ReadOptions,
     },
+    /// `dest`: `--dest`, else the configuration's destination.
+    Status {
+        config: PathBuf,
+        dest: Option<String>,
+        json: bool,
+    },
     Completions {
         shell: CompletionShell,
     },
@@ -95,9 +101,11 @@ where
                     WritePolicyArg::Replace => WritePolicy::Replace,
                 },
                 destination: read.dest,
+                metrics_addr: read.metrics_addr,
             };
             Command::Read { config: read.config, options }
         }
+        CliCommand::Status { config, dest, json } => Command::Status { config, dest, json },
         CliCommand::Completions { shell } => Command::Completions { shell },
     };
     Ok(Invocation { log_format: cli.log_format, command })
@@ -245,6 +253,21 @@ enum CliCommand {
     /// Reads topics into DIR: bounded reads [log start, last stable offset) and finishes;
     /// continuous reads until SIGINT/SIGTERM, certifying each epoch after writing it.
     Read(ReadArgs),
+    /// Shows what a destination has certified against the cluster: per partition the certified
+    /// position, log start, last stable offset, lag, the incarnation and the last bounded run;
+    /// warns about retention loss, recreated topics and unfinished runs. Reads only.
+    Status {
+        /// The configuration file (JSON).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The destination: a directory, or a `postgres://user@host:port/dbname` URL (the password
+        /// from PGPASSWORD). Default: the configuration's `destination`, else `destination_dir`.
+        #[arg(long, value_name = "DIR|URL")]
+        dest: Option<String>,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Prints a shell completion script, e.g. `sluice completions bash > /etc/bash_completion.d/sluice`.
     Completions {
         #[arg(value_enum)]
@@ -271,6 +294,18 @@ struct ReadArgs {
     /// `append` adds this run's output; `replace` (bounded only) replaces the topic's earlier output.
     #[arg(long, value_enum, value_name = "POLICY", default_value_t = WritePolicyArg::Append)]
     write_policy: WritePolicyArg,
+    /// Serve Prometheus metrics (records, lag, epochs, fetches, retries) at
+    /// http://HOST:PORT/metrics while the read runs, e.g. `127.0.0.1:9464`. Off by default.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_host_port)]
+    metrics_addr: Option<String>,
+}
+
+/// `HOST:PORT` with a port number (`[v6]:PORT` for IPv6); the host is resolved when binding.
+fn parse_host_port(text: &str) -> Result<String, String> {
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(text.to_string()),
+        _ => Err(format!("{text:?} is not HOST:PORT (e.g. 127.0.0.1:9464, or [::1]:9464)")),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -430,6 +465,15 @@ mod tests {
         assert_eq!(options.write_policy, WritePolicy::Replace);
         assert_eq!(options.mode, ReadMode::Bounded);
         assert_eq!(options.destination.as_deref(), Some("out"));
+        assert_eq!(options.metrics_addr, None);
+        let Command::Read { options, .. } =
+            parse(args("read --config c.json --mode continuous --metrics-addr 127.0.0.1:9464")).unwrap().command
+        else {
+            panic!("read expected");
+        };
+        assert_eq!(options.metrics_addr.as_deref(), Some("127.0.0.1:9464"));
+        let message = usage_error("read --config c.json --mode continuous --metrics-addr 9464");
+        assert!(message.contains("is not HOST:PORT"), "{message}");
     }
 
     #[test]
@@ -456,6 +500,14 @@ mod tests {
         assert_eq!(options.mode, ReadMode::Continuous);
         assert_eq!(options.topics, Some(vec!["x".to_string()]));
         assert_eq!(options.write_policy, WritePolicy::Append);
+        assert!(matches!(
+            parse(args("status --config c.json --dest postgres://u@h/db --json")).unwrap().command,
+            Command::Status { json: true, dest: Some(dest), .. } if dest == "postgres://u@h/db"
+        ));
+        assert!(matches!(
+            parse(args("status --config c.json")).unwrap().command,
+            Command::Status { json: false, dest: None, .. }
+        ));
         assert!(matches!(
             parse(args("completions zsh")).unwrap().command,
             Command::Completions { shell: CompletionShell::Zsh }
@@ -504,6 +556,7 @@ mod tests {
             "--mode <MODE>",
             "--topics <a,b>",
             "--write-policy <POLICY>",
+            "--metrics-addr <HOST:PORT>",
             "--log-format",
         ] {
             assert!(help.contains(flag), "read --help names {flag}: {help}");

@@ -62,9 +62,11 @@
 //! committed output. A bounded `append` run adds a new run's segments, so (as with other
 //! bounded-append connectors) rereading the retained log duplicates earlier runs' records by design.
 //!
-//! One process writes a topic's continuous output in a directory at a time, unless the
-//! workers share it through a consumer group: then per-partition checkpoints with fences take
-//! over ([`shared`]).
+//! One process writes a directory at a time, unless the workers share it through a consumer
+//! group: then per-partition checkpoints with fences take over ([`shared`]). `sluice read`
+//! holds the directory's lock ([`DirectoryLock`], `_sluice/lock`) for the whole run: exclusive
+//! for a single worker (bounded, or continuous without a group), shared for a group's workers,
+//! so that a group's workers share the directory with each other and with nobody else.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -322,6 +324,18 @@ pub enum DestinationError {
     },
     /// The Postgres destination failed; the error names the server and the remedy.
     Postgres(Box<PostgresError>),
+    /// `sluice status` found nothing Sluice wrote (no `_sluice` directory or schema).
+    NoOutput {
+        destination: String,
+    },
+    /// Another process holds the directory's lock.
+    Locked {
+        root: PathBuf,
+        /// What the lock file says about its holder, when it says anything.
+        holder: Option<String>,
+        /// The lock this process asked for.
+        wanted: LockMode,
+    },
 }
 
 impl fmt::Display for DestinationError {
@@ -378,6 +392,30 @@ impl fmt::Display for DestinationError {
             ),
             // Transparent: its own sentence names the server.
             DestinationError::Postgres(error) => fmt::Display::fmt(error, f),
+            DestinationError::NoOutput { destination } => write!(
+                f,
+                "{destination} holds no Sluice output (no `_sluice` bookkeeping); check --dest, or the \
+                 configuration's `destination` / `destination_dir`"
+            ),
+            DestinationError::Locked { root, holder, wanted } => {
+                let holder = holder.as_deref().unwrap_or("its pid and host are not recorded yet");
+                match wanted {
+                    LockMode::Exclusive => write!(
+                        f,
+                        "the destination directory {} is in use by another sluice process ({holder}); one process \
+                         writes a directory at a time (the workers of one consumer group may share one: give them the \
+                         same `group_id`). Stop the other process, or use another destination directory",
+                        root.display()
+                    ),
+                    LockMode::Shared => write!(
+                        f,
+                        "the destination directory {} is in use by a sluice process that is not a consumer group's \
+                         worker ({holder}); a group's workers share a directory only with each other. Stop that \
+                         process, or use another destination directory",
+                        root.display()
+                    ),
+                }
+            }
         }
     }
 }
@@ -803,6 +841,219 @@ fn uncertified(path: &Path, name: &SegmentName, next: Option<i64>) -> Result<boo
     }
 }
 
+/// How `sluice read` holds a destination directory: alone, or shared with the other workers of
+/// a consumer group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// A single worker: a bounded run, or a continuous run without a group.
+    Exclusive,
+    /// A consumer group's worker: the group's per-partition fences keep the workers apart.
+    Shared,
+}
+
+/// A held lock on a destination directory (`_sluice/lock`), released when dropped or when the
+/// process dies (an advisory `flock`-style lock, which the kernel drops with its holder, so a
+/// killed process never leaves a stale lock behind). The file also names its last holder (pid,
+/// host, what it runs, since when), for the error another process gets and for `sluice
+/// status`; that text is only information, the lock itself is the kernel's.
+///
+/// File locks are not to be trusted over NFS: the directory must be on a local file system, as
+/// the shared destination already requires.
+#[derive(Debug)]
+pub struct DirectoryLock {
+    // Held for its lock; dropping it unlocks.
+    _file: File,
+}
+
+impl LocalDirectory {
+    /// What the directory at `root` holds, for `sluice status`: every topic of its checkpoint
+    /// store and every topic a group writes. Reads only; a directory without `_sluice` is an
+    /// error that says so.
+    pub fn describe(root: &Path) -> Result<Vec<crate::status::StoredTopic>, DestinationError> {
+        use crate::status::{StoredBoundedRun, StoredCheckpoints, StoredPosition, StoredTopic};
+        if !root.join("_sluice").is_dir() {
+            return Err(DestinationError::NoOutput { destination: root.display().to_string() });
+        }
+        let directory = LocalDirectory { root: root.to_path_buf(), active: HashMap::new() };
+        let store = directory.load_store()?;
+        let positions = |checkpoints: &CertifiedCheckpoints| StoredCheckpoints {
+            incarnation: checkpoints.incarnation.clone(),
+            partitions: checkpoints
+                .partitions
+                .iter()
+                .map(|(partition, next)| {
+                    let position =
+                        StoredPosition { next_offset: Some(next.offset), leader_epoch: next.leader_epoch, owner: None };
+                    (*partition, position)
+                })
+                .collect(),
+        };
+        let mut topics: BTreeMap<String, StoredTopic> = BTreeMap::new();
+        for (name, state) in &store.topics {
+            topics.insert(
+                name.clone(),
+                StoredTopic {
+                    topic: name.clone(),
+                    shared: false,
+                    continuous: state.continuous.as_ref().map(positions),
+                    bounded: state.bounded.as_ref().map(|run| StoredBoundedRun {
+                        run: run.run,
+                        policy: run.policy,
+                        finished: run.finished,
+                        checkpoints: positions(&run.checkpoints),
+                    }),
+                },
+            );
+        }
+        for (name, shared) in directory.shared_topics()? {
+            let entry = topics.entry(name.clone()).or_insert_with(|| StoredTopic {
+                topic: name.clone(),
+                shared: true,
+                continuous: None,
+                bounded: None,
+            });
+            entry.shared = true;
+            // Partitions without a partition file yet resume from the store's positions (a
+            // topic written by a single process before it was shared).
+            if let Some(mut shared) = shared {
+                if let Some(seeds) = &entry.continuous {
+                    for (partition, position) in &seeds.partitions {
+                        shared.partitions.entry(*partition).or_insert_with(|| position.clone());
+                    }
+                }
+                entry.continuous = Some(shared);
+            }
+        }
+        Ok(topics.into_values().collect())
+    }
+
+    /// The lock file of the directory at `root`.
+    pub fn lock_path(root: &Path) -> PathBuf {
+        root.join("_sluice").join("lock")
+    }
+
+    /// Takes the directory's lock without waiting, recording this process as its holder;
+    /// `running` says what it runs (e.g. `sluice read --mode continuous`). Fails with
+    /// [`DestinationError::Locked`] when another process holds it in a way that excludes
+    /// `mode`.
+    pub fn lock(root: &Path, mode: LockMode, running: &str) -> Result<DirectoryLock, DestinationError> {
+        ensure_dir(&root.join("_sluice"))?;
+        let path = LocalDirectory::lock_path(root);
+        // Never truncated on open, never replaced: the lock belongs to this inode.
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|error| DestinationError::Io { action: "open", path: path.clone(), error })?;
+        let taken = match mode {
+            LockMode::Exclusive => file.try_lock(),
+            LockMode::Shared => file.try_lock_shared(),
+        };
+        match taken {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(DestinationError::Locked {
+                    root: root.to_path_buf(),
+                    holder: LocalDirectory::lock_holder(root),
+                    wanted: mode,
+                })
+            }
+            Err(fs::TryLockError::Error(error)) => {
+                return Err(DestinationError::Io { action: "lock", path, error });
+            }
+        }
+        let holder = LockHolder::this_process(mode, running);
+        // Shared holders take turns at rewriting the text (under the store's lock); an
+        // exclusive holder is alone.
+        let _turn = match mode {
+            LockMode::Shared => Some(lock_file(&root.join("_sluice").join(".store.lock"))?),
+            LockMode::Exclusive => None,
+        };
+        let mut text = serde_json::to_vec(&holder).unwrap_or_default();
+        text.push(b'\n');
+        let written = file.set_len(0).and_then(|()| std::os::unix::fs::FileExt::write_all_at(&file, &text, 0));
+        written.map_err(|error| DestinationError::Io { action: "write", path, error })?;
+        Ok(DirectoryLock { _file: file })
+    }
+
+    /// What the lock file says about the process that took the lock last (it may have ended
+    /// since), as a sentence; `None` when it says nothing readable.
+    pub fn lock_holder(root: &Path) -> Option<String> {
+        let text = fs::read_to_string(LocalDirectory::lock_path(root)).ok()?;
+        let holder: LockHolder = serde_json::from_str(text.trim()).ok()?;
+        Some(holder.to_string())
+    }
+}
+
+/// The text of `_sluice/lock`: who took the lock last.
+#[derive(Debug, Serialize, Deserialize)]
+struct LockHolder {
+    pid: u32,
+    host: String,
+    mode: String,
+    running: String,
+    /// Seconds since the Unix epoch.
+    since: u64,
+}
+
+impl LockHolder {
+    fn this_process(mode: LockMode, running: &str) -> LockHolder {
+        LockHolder {
+            pid: std::process::id(),
+            host: host_name(),
+            mode: match mode {
+                LockMode::Exclusive => "exclusive".to_string(),
+                LockMode::Shared => "shared by a consumer group's workers".to_string(),
+            },
+            running: running.to_string(),
+            since: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+impl fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pid {} on host {}, `{}`, lock {}, since {}",
+            self.pid,
+            self.host,
+            self.running,
+            self.mode,
+            utc_text(self.since)
+        )
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for seconds since the Unix epoch (the proleptic Gregorian calendar;
+/// H. Hinnant's `civil_from_days`).
+pub fn utc_text(unix_seconds: u64) -> String {
+    let days = (unix_seconds / 86_400) as i64;
+    let seconds = unix_seconds % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", seconds / 3600, seconds / 60 % 60, seconds % 60)
+}
+
+/// This machine's name: the kernel's (the UTS namespace's, so a container's own), else
+/// `$HOSTNAME`, else `unknown`.
+pub fn host_name() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| fs::read_to_string(path).ok().map(|name| name.trim().to_string()).filter(|n| !n.is_empty()))
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|name| !name.is_empty()))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
 /// Opens (creating) `path` and takes an exclusive lock on it, released when the file is dropped
 /// (or its process dies).
 fn lock_file(path: &Path) -> Result<File, DestinationError> {
@@ -926,6 +1177,35 @@ fn generate_connection_id() -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::rows::{Column, ColumnType, RecordRef, Row, RowDecoder};
+
+    #[test]
+    fn utc_text_is_rfc3339() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_text(1_764_614_096), "2025-12-01T18:34:56Z");
+    }
+
+    /// One process holds a directory alone; a group's workers share it with each other only;
+    /// the lock goes with its holder, and the refusal names it.
+    #[test]
+    fn the_directory_lock_is_exclusive_or_shared_by_a_group() {
+        let dir = TempDir::new("lock");
+        let exclusive = LocalDirectory::lock(&dir.0, LockMode::Exclusive, "sluice read --mode bounded").unwrap();
+        for mode in [LockMode::Exclusive, LockMode::Shared] {
+            let refused = LocalDirectory::lock(&dir.0, mode, "second").unwrap_err();
+            let text = refused.to_string();
+            assert!(matches!(refused, DestinationError::Locked { wanted, .. } if wanted == mode), "{text}");
+            let pid = format!("pid {} on host {}", std::process::id(), host_name());
+            assert!(text.contains(&pid) && text.contains("`sluice read --mode bounded`"), "{text}");
+        }
+        drop(exclusive);
+        let first = LocalDirectory::lock(&dir.0, LockMode::Shared, "worker 1").unwrap();
+        let second = LocalDirectory::lock(&dir.0, LockMode::Shared, "worker 2").unwrap();
+        let refused = LocalDirectory::lock(&dir.0, LockMode::Exclusive, "single").unwrap_err().to_string();
+        assert!(refused.contains("`worker 2`") && refused.contains("give them the same `group_id`"), "{refused}");
+        drop((first, second));
+        LocalDirectory::lock(&dir.0, LockMode::Exclusive, "after").unwrap();
+    }
 
     /// A fresh directory under the system temp dir, removed on drop.
     pub(crate) struct TempDir(pub(crate) PathBuf);

@@ -29,6 +29,11 @@
 /// The environment variable that arms one point.
 pub const ENV: &str = "SLUICE_FAULT_POINT";
 
+/// The environment variable that makes one point stall instead (`<name>:<n>`): the `n`-th time
+/// a thread reaches it, that thread sleeps for good, as a writer stuck on a hung disk or a
+/// locked table would. The signal tests use it to hold a graceful stop open.
+pub const STALL_ENV: &str = "SLUICE_FAULT_STALL";
+
 #[cfg(feature = "fault-points")]
 mod armed {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,18 +43,23 @@ mod armed {
     /// process instead of aborting it.
     static ARMED: OnceLock<Option<(String, u64, bool)>> = OnceLock::new();
     static REACHED: AtomicU64 = AtomicU64::new(0);
+    static STALL: OnceLock<Option<(String, u64, bool)>> = OnceLock::new();
+    static STALL_REACHED: AtomicU64 = AtomicU64::new(0);
+
+    /// `<name>:<n>[:stop]` from `variable`.
+    fn parse(variable: &str) -> Option<(String, u64, bool)> {
+        let value = std::env::var(variable).ok()?;
+        let (value, stop) = match value.strip_suffix(":stop") {
+            Some(rest) => (rest.to_string(), true),
+            None => (value, false),
+        };
+        let (name, count) = value.rsplit_once(':').unwrap_or((value.as_str(), "1"));
+        let count = count.parse().ok().filter(|n| *n >= 1)?;
+        Some((name.to_string(), count, stop))
+    }
 
     fn armed() -> &'static Option<(String, u64, bool)> {
-        ARMED.get_or_init(|| {
-            let value = std::env::var(super::ENV).ok()?;
-            let (value, stop) = match value.strip_suffix(":stop") {
-                Some(rest) => (rest.to_string(), true),
-                None => (value, false),
-            };
-            let (name, count) = value.rsplit_once(':').unwrap_or((value.as_str(), "1"));
-            let count = count.parse().ok().filter(|n| *n >= 1)?;
-            Some((name.to_string(), count, stop))
-        })
+        ARMED.get_or_init(|| parse(super::ENV))
     }
 
     pub fn point(name: &'static str) {
@@ -65,6 +75,14 @@ mod armed {
                 }
                 eprintln!("sluice: fault point {name} reached ({count}); aborting");
                 std::process::abort();
+            }
+        }
+        if let Some((stalled, count, _)) = STALL.get_or_init(|| parse(super::STALL_ENV)) {
+            if stalled == name && STALL_REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *count {
+                eprintln!("sluice: fault point {name} reached ({count}); stalling this thread");
+                loop {
+                    std::thread::park();
+                }
             }
         }
     }

@@ -15,6 +15,8 @@
 //! * [`rows`]: the schema of a resource and the row each record becomes.
 //! * [`row_lines`]: rows rendered into JSON Lines, with the shortcut for flat JSON objects.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
+//! * [`status`]: `sluice status`, a destination's certified positions against the cluster.
+//! * [`metrics`]: the Prometheus metrics of `sluice read --metrics-addr`.
 //! * [`fault`]: crash points for the reliability tests (compiled in only with `fault-points`).
 
 pub mod checkpoint;
@@ -23,6 +25,8 @@ pub mod config;
 pub mod destination;
 pub mod fault;
 pub mod json;
+pub mod metrics;
 pub mod read;
 pub mod row_lines;
 pub mod rows;
+pub mod status;

@@ -1,5 +1,5 @@
 #![forbid(unsafe_code)]
-//! The `sluice` command line: `check`, `discover`, `read` and `completions`.
+//! The `sluice` command line: `check`, `discover`, `read`, `status` and `completions`.
 //!
 //! stdout carries the command's output (the check and discover text, the JSON of `--json`, the
 //! progress line and summary of a read); stderr carries log lines (through `tracing`, as text or
@@ -26,6 +26,7 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2));
         }
     };
+    let _ = LOG_FORMAT.set(invocation.log_format);
     if let Err(message) = install_logging(invocation.log_format) {
         eprintln!("sluice: {message}");
         return ExitCode::from(2);
@@ -43,6 +44,10 @@ fn main() -> ExitCode {
     };
     runtime.block_on(run(invocation.command))
 }
+
+/// `--log-format`, for the error report: with `json` the report is also an `error` event, so
+/// that a log shipper gets it as JSON (the plain `sluice: ...` line still ends stderr).
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
 
 /// The default filter: Sluice's own events from `info`, everything else from `warn`.
 fn default_filter() -> Targets {
@@ -77,9 +82,18 @@ fn install_logging(format: LogFormat) -> Result<(), String> {
 
 fn load(path: &std::path::Path) -> Result<Config, ExitCode> {
     Config::load(path).map_err(|error| {
-        eprintln!("sluice: {}", cli::error_report(&error));
+        report(&error);
         ExitCode::from(2)
     })
+}
+
+/// Prints the error report (and, with `--log-format json`, logs it as an `error` event first).
+fn report(error: &(dyn std::error::Error + 'static)) {
+    let text = cli::error_report(error);
+    if LOG_FORMAT.get() == Some(&LogFormat::Json) {
+        tracing::error!(error = %text, "{text}");
+    }
+    eprintln!("sluice: {text}");
 }
 
 async fn run(command: Command) -> ExitCode {
@@ -111,6 +125,30 @@ async fn run(command: Command) -> ExitCode {
                 Err(error) => fail(&error),
             }
         }
+        Command::Status { config, dest, json } => {
+            let config = match load(&config) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            let target = match config.destination_target(dest.as_deref(), |name| std::env::var(name).ok()) {
+                Ok(target) => target,
+                Err(error) => {
+                    report(&error);
+                    return ExitCode::from(2);
+                }
+            };
+            match sluice::status::status(&config, &target, json).await {
+                Ok((text, reached)) => {
+                    print!("{text}");
+                    if reached {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(error) => fail(&error),
+            }
+        }
         Command::Read { config, options } => {
             let config = match load(&config) {
                 Ok(config) => config,
@@ -120,10 +158,16 @@ async fn run(command: Command) -> ExitCode {
                 match config.destination_target(options.destination.as_deref(), |name| std::env::var(name).ok()) {
                     Ok(target) => target,
                     Err(error) => {
-                        eprintln!("sluice: {}", cli::error_report(&error));
+                        report(&error);
                         return ExitCode::from(2);
                     }
                 };
+            let mode = match options.mode {
+                read::ReadMode::Bounded => "bounded",
+                read::ReadMode::Continuous => "continuous",
+            };
+            let version = env!("CARGO_PKG_VERSION");
+            tracing::info!(version, mode, destination = %target, "sluice {version}: read --mode {mode} into {target}");
             let stop = StopSignal::new();
             spawn_signal_handler(stop.clone());
             let terminal = std::io::stdout().is_terminal();
@@ -161,30 +205,48 @@ async fn run(command: Command) -> ExitCode {
 
 /// Reports `error` with its causes on stderr; exit code 1.
 fn fail(error: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("sluice: {}", cli::error_report(error));
+    report(error);
     ExitCode::FAILURE
 }
 
-/// SIGINT and SIGTERM end a continuous run after its current epoch, and a bounded run at once
-/// (unfinished: the next bounded run discards it); a second signal exits at once.
+/// SIGINT, SIGTERM and SIGHUP ask for a clean stop: a continuous run writes and certifies the
+/// epochs in progress and exits 0; a bounded run ends at once, unfinished (exit 1; the next
+/// bounded run discards it). SIGHUP is a stop too (a closed terminal or session), not a reload:
+/// to change the configuration, stop and start again.
+///
+/// A second signal while the stop is under way (the writer may be waiting on a slow disk or a
+/// locked table) exits at once with 128 + its number (130 for SIGINT, 143 SIGTERM, 129 SIGHUP),
+/// without waiting for anything to be certified: the destination is left as a crash at that
+/// moment leaves it, which it is built to survive (the next run resumes from the last certified
+/// position and rewrites what was not certified; nothing certified is lost or duplicated).
 fn spawn_signal_handler(stop: StopSignal) {
+    use tokio::signal::unix::{signal, SignalKind};
     tokio::spawn(async move {
-        let Ok(mut terminate) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let (Ok(mut interrupt), Ok(mut terminate), Ok(mut hangup)) =
+            (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+        else {
+            tracing::warn!("cannot install the signal handlers: SIGINT, SIGTERM and SIGHUP end the process at once");
             return;
         };
-        for _ in 0..2 {
-            let signal = tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = terminate.recv() => "SIGTERM",
+        loop {
+            let (signal, number) = tokio::select! {
+                _ = interrupt.recv() => ("SIGINT", 2),
+                _ = terminate.recv() => ("SIGTERM", 15),
+                _ = hangup.recv() => ("SIGHUP", 1),
             };
             if stop.is_stopped() {
                 tracing::warn!(
                     signal,
-                    "second signal ({signal}), exiting without finishing the epoch (nothing uncertified is lost)"
+                    "second signal ({signal}): exiting at once without certifying the epochs in progress; the \
+                     destination stays as a crash would leave it, and the next run resumes from the last certified \
+                     position"
                 );
-                std::process::exit(130);
+                std::process::exit(128 + number);
             }
-            tracing::info!(signal, "{signal}: stopping after the current epoch");
+            tracing::info!(
+                signal,
+                "{signal}: stopping after the current epoch (a second signal exits at once, without certifying it)"
+            );
             stop.stop();
         }
     });

@@ -66,11 +66,12 @@ use sluice_wire::{
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
 use crate::destination::{
-    AnyDestination, Claim, Destination, DestinationError, DestinationTarget, Epoch, RunKind, SharedDestination,
-    WritePolicy,
+    AnyDestination, Claim, Destination, DestinationError, DestinationTarget, DirectoryLock, Epoch, LocalDirectory,
+    LockMode, RunKind, SharedDestination, WritePolicy,
 };
 
 mod group;
+use crate::metrics::{GroupEvent, Metrics};
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};
 use sluice_wire::auth::{MskIamConfig, MskIamTokenSource, OidcConfig, OidcTokenSource};
@@ -94,6 +95,8 @@ pub struct ReadOptions {
     /// `--dest`: a directory or a `postgres://` URL; `None`: the configured destination
     /// ([`Config::destination_target`]).
     pub destination: Option<String>,
+    /// `--metrics-addr`: serve Prometheus metrics on this `HOST:PORT` (see [`crate::metrics`]).
+    pub metrics_addr: Option<String>,
 }
 
 /// Progress of one partition, for progress bars and summaries.
@@ -171,6 +174,8 @@ pub enum ReadError {
     WriterDied,
     /// The thread writing epochs could not be started.
     WriterThread(std::io::Error),
+    /// `--metrics-addr` cannot be listened on.
+    Metrics(std::io::Error),
 }
 
 impl std::fmt::Display for ReadError {
@@ -222,6 +227,9 @@ impl std::fmt::Display for ReadError {
                  had not written was certified, so the next run resumes from the last certified position",
             ),
             ReadError::WriterThread(_) => f.write_str("cannot start the thread that writes to the destination"),
+            ReadError::Metrics(_) => {
+                f.write_str("cannot serve the metrics: give --metrics-addr a free HOST:PORT, or leave it out")
+            }
             ReadError::PartitionsChanged { topic, before, after } => write!(
                 f,
                 "topic {topic} changed from {before} to {after} partitions during the session; everything read \
@@ -239,6 +247,7 @@ impl std::error::Error for ReadError {
             ReadError::Destination(error) => Some(error),
             ReadError::Row(error) => Some(error),
             ReadError::WriterThread(error) => Some(error),
+            ReadError::Metrics(error) => Some(error),
             _ => None,
         }
     }
@@ -401,16 +410,34 @@ pub async fn read(
     stop: &StopSignal,
     progress: &mut dyn FnMut(&ReadProgress),
 ) -> Result<ReadProgress, ReadError> {
+    let metrics = Metrics::new();
+    // Served from the start (before connecting), so a scrape sees a run that waits for Kafka.
+    let _served = match &options.metrics_addr {
+        Some(address) => {
+            let server =
+                crate::metrics::http::serve(address, Arc::clone(&metrics)).await.map_err(ReadError::Metrics)?;
+            Some(AbortOnDrop(server))
+        }
+        None => None,
+    };
     let mut destination = target.open()?;
+    // Held until the run ends; see `destination::DirectoryLock`.
+    let _lock = match target {
+        DestinationTarget::Directory(root) => Some(lock_directory(root, config, options)?),
+        // Its compare-and-set checkpoints refuse a second writer's epochs (postgres.rs).
+        DestinationTarget::Postgres(_) => None,
+    };
     let connection_id = destination.connection_id(config.connection_id.as_deref())?;
     // Connecting and planning ride out an unreachable cluster for as long as the retry budget
     // lasts; a stop must not wait for that. Dropping the setup at one of its network waits is
     // like a crash there, which the destination is built to survive (see destination.rs).
     let setup = async {
         let client = connect(config).await?;
+        metrics.set_client(&client);
         let session = match (&config.group, options.mode) {
             (Some(settings), ReadMode::Continuous) => {
-                Session::plan_group(&client, config, settings, options, &mut destination, connection_id).await?
+                Session::plan_group(&client, config, settings, options, &mut destination, connection_id, &metrics)
+                    .await?
             }
             (group, _) => {
                 if group.is_some() {
@@ -418,7 +445,7 @@ pub async fn read(
                         "a bounded read is a one-off job: it reads every partition itself, without the group"
                     );
                 }
-                Session::plan(&client, config, options, &mut destination, connection_id).await?
+                Session::plan(&client, config, options, &mut destination, connection_id, &metrics).await?
             }
         };
         Ok::<_, ReadError>((client, session))
@@ -432,9 +459,39 @@ pub async fn read(
             };
         }
     };
+    let _refresher = options
+        .metrics_addr
+        .is_some()
+        .then(|| AbortOnDrop(tokio::spawn(crate::metrics::refresh_offsets(client.clone(), Arc::clone(&metrics)))));
     progress(&session.progress);
     session.run(&client, config, destination, stop, progress).await?;
     Ok(session.progress)
+}
+
+/// The destination directory's lock for this run: shared by a consumer group's continuous
+/// workers, exclusive for everything else.
+fn lock_directory(root: &std::path::Path, config: &Config, options: &ReadOptions) -> Result<DirectoryLock, ReadError> {
+    let (mode, running) = match (&config.group, options.mode) {
+        (Some(group), ReadMode::Continuous) => {
+            let group = match &group.id {
+                crate::config::GroupId::Fixed(id) => id.clone(),
+                crate::config::GroupId::Prefix(prefix) => format!("{prefix}<connection id>"),
+            };
+            (LockMode::Shared, format!("sluice read --mode continuous, consumer group {group}"))
+        }
+        (_, ReadMode::Continuous) => (LockMode::Exclusive, "sluice read --mode continuous".to_string()),
+        (_, ReadMode::Bounded) => (LockMode::Exclusive, "sluice read --mode bounded".to_string()),
+    };
+    Ok(LocalDirectory::lock(root, mode, &running)?)
+}
+
+/// A background task that ends with the run.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The fetch settings of a run: the configured limits, always read_committed.
@@ -590,6 +647,7 @@ struct Session {
     /// Row buffers of certified epochs, emptied, for the next epochs to fill (at most
     /// [`SPARE_ROW_BYTES`] of them).
     spare_rows: Vec<RowLines>,
+    metrics: Arc<Metrics>,
 }
 
 /// How much memory the emptied row buffers that the read loop keeps for reuse may hold. A
@@ -635,6 +693,7 @@ impl Session {
         options: &ReadOptions,
         destination: &mut AnyDestination,
         connection_id: String,
+        metrics: &Arc<Metrics>,
     ) -> Result<Session, ReadError> {
         let metadata = client.refresh_metadata(None).await?;
         let cluster_id = cluster_id(&metadata)?;
@@ -705,6 +764,7 @@ impl Session {
                         (position, epoch, None)
                     }
                 };
+                metrics.reading(&name, tp.partition, position, Some(log_start), Some(stable));
                 partitions.insert(tp.partition, PartitionRun::new(position, epoch, end));
             }
             // Step 3: initial frontiers, idle partitions included, before any record is read.
@@ -746,6 +806,7 @@ impl Session {
             open: 0,
             queued: 0,
             spare_rows: Vec::new(),
+            metrics: Arc::clone(metrics),
         })
     }
 
@@ -857,16 +918,25 @@ impl Session {
             let batches = match polled {
                 Ok(group::Polled::Records(batches)) => batches,
                 Ok(group::Polled::Assigned(partitions)) => {
+                    self.metrics.group_event(GroupEvent::Assigned);
                     self.on_assigned(client, partitions).await?;
                     progress(&self.progress);
                     continue;
                 }
                 Ok(group::Polled::Revoked(partitions)) => {
+                    self.metrics.group_event(GroupEvent::Revoked);
+                    for tp in &partitions {
+                        self.metrics.released(&tp.topic, tp.partition);
+                    }
                     self.on_revoked(writer, partitions).await?;
                     progress(&self.progress);
                     continue;
                 }
                 Ok(group::Polled::Lost(partitions)) => {
+                    self.metrics.group_event(GroupEvent::Lost);
+                    for tp in &partitions {
+                        self.metrics.released(&tp.topic, tp.partition);
+                    }
                     self.on_lost(partitions);
                     continue;
                 }
@@ -953,7 +1023,11 @@ impl Session {
         };
         let limits = config.epoch;
         let mut headers: Vec<HeaderRef<'_>> = Vec::new();
+        // For the metrics, reported once per batch.
+        let (mut records, mut bytes) = (0u64, 0u64);
         for record in batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end) {
+            records += 1;
+            bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
             headers.clear();
             headers.extend(record.headers.iter().map(|h| HeaderRef { key: &h.key, value: h.value.as_deref() }));
             let timestamp = (record.timestamp >= 0).then_some(EventTimestamp {
@@ -996,6 +1070,7 @@ impl Session {
             }
             self.keep_within_budget(writer).await?;
         }
+        self.metrics.fetched(tp.topic.as_str(), p, records, bytes, batch.log_start_offset, batch.last_stable_offset);
         let Some(run) = self.topics[t].partitions.get_mut(&p) else { return Ok(false) };
         if run.fetched == run.cut {
             run.started = Instant::now();
@@ -1081,11 +1156,21 @@ impl Session {
             .get_mut(&epoch.partition)
             .filter(|run| run.claim.as_ref().map(|claim| claim.fence) == epoch.fence);
         if let Some(error) = &epoch.fenced {
+            self.metrics.fenced();
             if run.is_some() {
+                self.metrics.released(&topic.name, epoch.partition);
                 self.on_fenced(epoch.topic_index, epoch.partition, error);
             }
             return;
         }
+        self.metrics.certified(
+            &topic.name,
+            epoch.partition,
+            epoch.next_offset,
+            epoch.rows,
+            epoch.dead_letters,
+            epoch.seconds,
+        );
         if let Some(run) = run {
             run.certified = epoch.next_offset;
             if let Source::Group(source) = &mut self.source {
@@ -1219,6 +1304,8 @@ struct CertifiedEpoch {
     spare: RowLines,
     /// The fence of the claim the epoch was written under (group reads).
     fence: Option<u64>,
+    /// How long writing and certifying took.
+    seconds: f64,
 }
 
 /// The read loop's end of the writer thread (see the module docs). Generic over the destination
@@ -1318,6 +1405,7 @@ fn write_epochs<D: Destination + SharedDestination>(
                         fenced: Some(error),
                         fence,
                         spare: RowLines::new(),
+                        seconds: 0.0,
                     })),
                     other => other.map(Some),
                 }
@@ -1345,6 +1433,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
     destination: &mut D,
     epoch: QueuedEpoch,
 ) -> Result<CertifiedEpoch, DestinationError> {
+    let started = Instant::now();
     let QueuedEpoch { topic_index, topic, partition, first_offset, next, mut rows, dead_letters, bytes, claim } = epoch;
     let written =
         Epoch { partition, first_offset, last_offset: next.offset - 1, rows: &rows, dead_letters: &dead_letters };
@@ -1383,6 +1472,7 @@ fn write_and_certify<D: Destination + SharedDestination>(
         fenced: None,
         fence: claim.as_ref().map(|claim| claim.fence),
         spare: rows,
+        seconds: started.elapsed().as_secs_f64(),
     })
 }
 

@@ -131,6 +131,10 @@ fn json_log_lines_are_one_object_each_and_the_report_stays_plain() {
         let event: Value = serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}"));
         assert!(event["level"].is_string() && event["message"].is_string(), "{line}");
     }
+    // The report is also the last JSON event, for log shippers.
+    let last: Value = serde_json::from_str(logs.last().unwrap()).unwrap();
+    assert_eq!(last["level"], "ERROR", "{last}");
+    assert_eq!(format!("sluice: {}", last["error"].as_str().unwrap()), *report, "{last}");
 
     // SLUICE_LOG picks the lines: `error` leaves only the report.
     let output = std::process::Command::new(common::sluice_binary())

@@ -20,6 +20,7 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
     match name {
         "json_rows" => json_rows(data),
         "pg_numeric" => pg_numeric(data),
+        "metrics_http" => metrics_http(data),
         _ => return false,
     }
     true
@@ -233,5 +234,44 @@ pub fn pg_numeric(data: &[u8]) {
             assert!(serde_json::from_str::<serde_json::Number>(text).is_ok(), "accepted {text:?}");
         }
         Err(NumericError::Syntax | NumericError::OutOfRange) => assert!(out.is_empty(), "wrote on error"),
+    }
+}
+
+/// The metrics endpoint's request parser (`sluice read --metrics-addr`) on bytes as a client
+/// could send them: never a panic; the answer for the whole input is the answer for the input
+/// fed in pieces (the server parses what has arrived after every read, so a request split
+/// anywhere must parse the same); an accepted request's method and path are text of its first
+/// line, and its length is within the input and the size limit; nothing past the limit is read.
+pub fn metrics_http(data: &[u8]) {
+    use sluice::metrics::http::{parse_request, HttpError, MAX_REQUEST_BYTES};
+    let whole = parse_request(data);
+    // The first prefix that gets an answer gets the answer the whole input gets: what arrived
+    // later cannot change it.
+    let mut first = None;
+    for cut in 0..=data.len() {
+        match parse_request(&data[..cut]) {
+            Ok(None) => continue,
+            answer => {
+                first = Some((cut, answer));
+                break;
+            }
+        }
+    }
+    match (&whole, first) {
+        (Ok(None), None) => assert!(data.len() < MAX_REQUEST_BYTES, "no answer past the limit"),
+        (Ok(None), Some((cut, answer))) => panic!("a prefix of {cut} bytes got {answer:?}, the whole input none"),
+        (whole, Some((_, answer))) => assert_eq!(*whole, answer, "a request parses the same however it arrives"),
+        (whole, None) => panic!("the whole input got {whole:?}, no prefix did"),
+    }
+    match whole {
+        Ok(Some(request)) => {
+            assert!(request.length <= data.len() && request.length <= MAX_REQUEST_BYTES, "length {}", request.length);
+            let head = std::str::from_utf8(&data[..request.length]).expect("an accepted head is text");
+            let line = head.lines().next().unwrap_or_default();
+            assert!(line.starts_with(request.method) && line.contains(request.path), "{line:?} vs {request:?}");
+            assert!(request.path.starts_with('/') && !request.path.contains('?'), "{request:?}");
+        }
+        Err(HttpError::TooLarge) => assert!(data.len() >= MAX_REQUEST_BYTES),
+        Ok(None) | Err(HttpError::Malformed) => {}
     }
 }

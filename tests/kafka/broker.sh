@@ -27,6 +27,13 @@
 #   broker.sh stop-auth             stop it and its fake identity provider; idempotent
 #   broker.sh status                which nodes are running
 #
+# Another Kafka version (the broker-version matrix, scripts/broker-matrix.sh): with
+# SLUICE_BROKER_VERSION=X.Y.Z, `fetch`, `start`, `stop`, `start-secure`, `stop-secure` and `status`
+# work on that version's jars and nodes in .kafka/versions/X.Y.Z/ on ports 2000 higher (single
+# node 127.0.0.1:21092, controller 21093, PROXIED 21089 advertised as 21088; secured listeners
+# 21391-21400, controller 21393), beside the default nodes. `java` keeps using the default jars
+# (the Java tools are the tests' second opinion, whatever the broker).
+#
 # Everything lives in <repo>/.kafka/ (git-ignored, reused across runs):
 #   lib/            jars; lib/.fetched holds the hash of the POM they were resolved from
 #   java-classes/   tests/java/*.java compiled
@@ -54,7 +61,6 @@ TV1="$HOME_DIR/tv1"
 TV1_BOOTSTRAP="127.0.0.1:19492"
 AUTH="$HOME_DIR/auth"
 HOST=127.0.0.1
-SINGLE_BOOTSTRAP="$HOST:19092"
 CLUSTER_BOOTSTRAP="$HOST:19192,$HOST:29192,$HOST:39192"
 START_TIMEOUT="${SLUICE_BROKER_START_TIMEOUT:-90}"   # seconds until the broker(s) must answer metadata
 STOP_TIMEOUT="${SLUICE_BROKER_STOP_TIMEOUT:-30}"     # seconds between SIGTERM and SIGKILL
@@ -63,10 +69,34 @@ BROKER_JVM_OPTS=(-Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.a
 say() { echo "broker.sh: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 
+# The jars the Java tools (`java`) are compiled and run with: always the default version's.
+TOOLS_LIB="$LIB"
+VERSION="${SLUICE_BROKER_VERSION:-}"
+PORT_OFFSET=0
+if [[ -n "$VERSION" ]]; then
+  [[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "SLUICE_BROKER_VERSION must be X.Y.Z (got '$VERSION')"
+  VERSION_HOME="$HOME_DIR/versions/$VERSION"
+  LIB="$VERSION_HOME/lib"
+  SINGLE="$VERSION_HOME/single"
+  SECURE="$VERSION_HOME/secure"
+  PORT_OFFSET=2000
+fi
+PORT_BROKER=$((19092 + PORT_OFFSET))
+PORT_CONTROLLER=$((19093 + PORT_OFFSET))
+PORT_PROXIED=$((19089 + PORT_OFFSET))
+PORT_PROXY=$((19088 + PORT_OFFSET))
+SINGLE_BOOTSTRAP="$HOST:$PORT_BROKER"
+
 # ---------------------------------------------------------------------------------------------
 # fetch
 
-pom_hash() { sha256sum "$POM" | cut -d' ' -f1; }
+pom_hash() {
+  if [[ -n "$VERSION" ]]; then
+    { cat "$POM"; echo "kafka.version=$VERSION"; } | sha256sum | cut -d' ' -f1
+  else
+    sha256sum "$POM" | cut -d' ' -f1
+  fi
+}
 
 jars_present() {
   [[ -f "$LIB/.fetched" && "$(cat "$LIB/.fetched")" == "$(pom_hash)" ]] && compgen -G "$LIB/kafka_2.13-*.jar" >/dev/null
@@ -82,11 +112,22 @@ cmd_fetch() {
   local started=$SECONDS tmp="$HOME_DIR/lib.tmp"
   rm -rf "$tmp"
   mkdir -p "$HOME_DIR"
-  if ! mvn -B -q -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" \
-      >"$HOME_DIR/fetch.log" 2>&1; then
-    cat "$HOME_DIR/fetch.log" >&2
-    die "mvn dependency:copy-dependencies failed (log: $HOME_DIR/fetch.log)"
+  local version_flag=() log="$HOME_DIR/fetch.log"
+  if [[ -n "$VERSION" ]]; then
+    version_flag=(-Dkafka.version="$VERSION")
+    mkdir -p "$VERSION_HOME"
+    tmp="$VERSION_HOME/lib.tmp"
+    log="$VERSION_HOME/fetch.log"
+    rm -rf "$tmp"
   fi
+  if ! mvn -B -q -f "$POM" "${version_flag[@]}" dependency:copy-dependencies -DoutputDirectory="$tmp" \
+      >"$log" 2>&1; then
+    cat "$log" >&2
+    die "mvn dependency:copy-dependencies failed for Kafka ${VERSION:-of the POM} (log: $log)"
+  fi
+  # Kafka 3.x names its own SLF4J binding (reload4j) beside ours (log4j2): two bindings, and the
+  # one SLF4J picks would log nowhere. Keep ours.
+  rm -f "$tmp"/slf4j-reload4j-*.jar
   pom_hash >"$tmp/.fetched"
   rm -rf "$LIB"
   mv "$tmp" "$LIB"
@@ -209,7 +250,10 @@ launch() {
 # brokers_listed BOOTSTRAP: the ids of the unfenced brokers in the metadata that BOOTSTRAP
 # serves, one per line.
 brokers_listed() {
-  tools_java org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" \
+  # The default version's tool (Kafka 3.x has it elsewhere); its client talks to any version.
+  java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dlog4j2.configurationFile="$HOME_DIR/log4j2-tools.properties" -cp "$TOOLS_LIB/*" \
+    org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" \
     --command-config "$HOME_DIR/probe.properties" 2>/dev/null \
     | grep -v 'isFenced: true' | sed -n 's/^[^ ]* (id: \([0-9]*\) rack: .*/\1/p' | sort -u || true
 }
@@ -333,7 +377,7 @@ cmd_start() {
     return 0
   fi
   local port
-  for port in 19092 19093 19089; do
+  for port in "$PORT_BROKER" "$PORT_CONTROLLER" "$PORT_PROXIED"; do
     port_in_use "$port" && die "port $port is in use by another process"
   done
   local started=$SECONDS
@@ -342,11 +386,11 @@ cmd_start() {
   mkdir -p "$SINGLE/logs"
   {
     echo "node.id=1"
-    echo "controller.quorum.bootstrap.servers=$HOST:19093"
+    echo "controller.quorum.bootstrap.servers=$HOST:$PORT_CONTROLLER"
     # PROXIED is advertised on 19088, where a test runs its fault-injecting proxy to 19089: a
     # client bootstrapped there is sent back to the proxy by every metadata response.
-    echo "listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093,PROXIED://$HOST:19089"
-    echo "advertised.listeners=PLAINTEXT://$HOST:19092,CONTROLLER://$HOST:19093,PROXIED://$HOST:19088"
+    echo "listeners=PLAINTEXT://$HOST:$PORT_BROKER,CONTROLLER://$HOST:$PORT_CONTROLLER,PROXIED://$HOST:$PORT_PROXIED"
+    echo "advertised.listeners=PLAINTEXT://$HOST:$PORT_BROKER,CONTROLLER://$HOST:$PORT_CONTROLLER,PROXIED://$HOST:$PORT_PROXY"
     echo "log.dirs=$SINGLE/data"
     common_props
     cat <<'EOF'
@@ -577,18 +621,18 @@ cmd_status() {
 # which shares nothing with it either). PEM certificates go inline in server.properties. Users:
 # alice/alice-secret for PLAIN (JAAS) and for SCRAM-SHA-256/512 (added at format time).
 
-SECURE_CONTROLLER_PORT=19393
+SECURE_CONTROLLER_PORT=$((19393 + PORT_OFFSET))
 # Listener name, port, security protocol. INTERNAL carries inter-broker traffic and readiness.
 SECURE_LISTENERS=(
-  "INTERNAL 19391 PLAINTEXT"
-  "SASL_PLAINTEXT 19392 SASL_PLAINTEXT"
-  "SSL 19394 SSL"
-  "MTLS 19395 SSL"
-  "SASL_SSL 19396 SASL_SSL"
-  "EXPIRED 19397 SSL"
-  "WRONGNAME 19398 SSL"
-  "SELFSIGNED 19399 SSL"
-  "SASL_SSL_ALL 19400 SASL_SSL"
+  "INTERNAL $((19391 + PORT_OFFSET)) PLAINTEXT"
+  "SASL_PLAINTEXT $((19392 + PORT_OFFSET)) SASL_PLAINTEXT"
+  "SSL $((19394 + PORT_OFFSET)) SSL"
+  "MTLS $((19395 + PORT_OFFSET)) SSL"
+  "SASL_SSL $((19396 + PORT_OFFSET)) SASL_SSL"
+  "EXPIRED $((19397 + PORT_OFFSET)) SSL"
+  "WRONGNAME $((19398 + PORT_OFFSET)) SSL"
+  "SELFSIGNED $((19399 + PORT_OFFSET)) SSL"
+  "SASL_SSL_ALL $((19400 + PORT_OFFSET)) SASL_SSL"
 )
 
 # pem_value FILE: the PEM in FILE as one properties value (newlines as \n escapes).
@@ -883,23 +927,24 @@ compile_java() {
   sources=("$JAVA_SRC"/*.java)
   [[ -e "${sources[0]}" ]] || return 0
   if [[ -f "$stamp" ]] && [[ -z "$(find "$JAVA_SRC" -name '*.java' -newer "$stamp" | head -n1)" ]] \
-     && [[ "$LIB/.fetched" -ot "$stamp" ]]; then
+     && [[ "$TOOLS_LIB/.fetched" -ot "$stamp" ]]; then
     return 0
   fi
   say "compiling tests/java"
   rm -rf "$CLASSES"
   mkdir -p "$CLASSES"
-  javac -nowarn -encoding UTF-8 -d "$CLASSES" -cp "$LIB/*" "${sources[@]}" >&2
+  javac -nowarn -encoding UTF-8 -d "$CLASSES" -cp "$TOOLS_LIB/*" "${sources[@]}" >&2
   touch "$stamp"
 }
 
 cmd_java() {
   [[ $# -ge 1 ]] || die "usage: $0 java MAIN_CLASS [ARGS...]"
+  [[ -z "$VERSION" ]] || LIB="$TOOLS_LIB"   # the Java tools keep the default version's jars
   require_jars
   write_log_configs
   compile_java
   exec java -Xmx512m -Dlog4j2.configurationFile="$HOME_DIR/log4j2-tools.properties" \
-    -cp "$CLASSES:$LIB/*" "$@"
+    -cp "$CLASSES:$TOOLS_LIB/*" "$@"
 }
 
 usage() {
@@ -909,6 +954,11 @@ usage() {
 
 cmd="${1:-}"
 [[ $# -gt 0 ]] && shift
+if [[ -n "$VERSION" ]]; then
+  case "$cmd" in
+    start-cluster|stop-cluster|kill-node|restart-node) die "SLUICE_BROKER_VERSION runs single and secured nodes only" ;;
+  esac
+fi
 case "$cmd" in
   fetch) cmd_fetch ;;
   start) cmd_start ;;

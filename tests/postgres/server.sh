@@ -71,11 +71,9 @@ newest_bin() {
 
 ensure_installed() {
   [[ -n "$(newest_bin)" ]] && return 0
-  is_root || die "no PostgreSQL server under /usr/lib/postgresql/*/bin: install Debian's postgresql package (as root: apt-get install postgresql)"
-  say "no PostgreSQL server under /usr/lib/postgresql/*/bin: installing Debian's postgresql package"
-  apt-get update >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >&2
-  [[ -n "$(newest_bin)" ]] || die "apt-get install postgresql left no /usr/lib/postgresql/*/bin/initdb"
+  # The shared set-up step says what it installs, and refuses without root.
+  "$ROOT/scripts/setup.sh" postgres
+  [[ -n "$(newest_bin)" ]] || die "scripts/setup.sh postgres left no /usr/lib/postgresql/*/bin/initdb"
 }
 
 ensure_service_user() {

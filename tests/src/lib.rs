@@ -17,6 +17,7 @@ pub mod fake_broker;
 pub mod fake_http;
 pub mod fault_proxy;
 pub mod postgres;
+pub mod prometheus;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

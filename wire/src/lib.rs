@@ -19,6 +19,9 @@
 //! - Configuration: [`ClientConfig`] (bootstrap, [`RetryPolicy`]), [`ConnectionConfig`]
 //!   (timeouts, [`TlsSettings`], [`SaslSettings`]) and [`FetchConfig`]. Each is a builder:
 //!   start from `new` or `default` and chain `with_*` calls.
+//! - Counters for an application's metrics: [`Client::stats`] gives a [`ClientStats`] (fetches,
+//!   bytes, throttle time, retries by kind, connections and reconnects): plain atomics, no
+//!   metrics crate.
 //! - Errors: [`ClientError`] (with topic, partition and offset, [`ClientError::kind`] and `is_*`
 //!   checks), [`ConnectionError`], [`TlsError`], [`RecordError`]; broker codes are
 //!   [`ErrorCode`]s.
@@ -194,9 +197,9 @@ pub use client::group;
 pub use client::producer::core as producer_core;
 
 pub use client::{
-    key_partition, murmur2, Acks, BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClusterMetadata,
-    Compression, Consumer, ConsumerEvent, ConsumerGroupMetadata, DefaultPartitioner, DeliveryFuture, ErrorKind,
-    FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic, OffsetReset, OffsetSpec,
+    key_partition, murmur2, Acks, BrokerInfo, ClassicAssignor, Client, ClientConfig, ClientError, ClientStats,
+    ClusterMetadata, Compression, Consumer, ConsumerEvent, ConsumerGroupMetadata, DefaultPartitioner, DeliveryFuture,
+    ErrorKind, FetchConfig, GroupConfig, GroupConsumer, GroupProtocol, ListedOffset, NewTopic, OffsetReset, OffsetSpec,
     PartitionBatch, PartitionInfo, Partitioner, ProduceRecord, Producer, ProducerConfig, RecordMetadata, TopicInfo,
     TopicPartition,
 };

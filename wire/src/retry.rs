@@ -68,6 +68,9 @@ pub(crate) struct Retry {
     started: Instant,
     attempt: u32,
     jitter: u64,
+    /// Where each retry is counted (the client's [`ClientStats`](crate::ClientStats)), if
+    /// anywhere.
+    counters: Option<std::sync::Arc<crate::client::stats::Counters>>,
 }
 
 impl Retry {
@@ -83,7 +86,20 @@ impl Retry {
         let clock =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let seed = (count.wrapping_add(1)).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ clock;
-        Retry { policy, started: now, attempt: 0, jitter: seed | 1 }
+        Retry { policy, started: now, attempt: 0, jitter: seed | 1, counters: None }
+    }
+
+    /// The same retry loop, counting each retry in `counters`.
+    pub(crate) fn counted(mut self, counters: std::sync::Arc<crate::client::stats::Counters>) -> Retry {
+        self.counters = Some(counters);
+        self
+    }
+
+    /// Counts a retry of `error` (one that will be tried again), when counting.
+    pub(crate) fn count(&self, error: &crate::ClientError) {
+        if let Some(counters) = &self.counters {
+            counters.retry(error);
+        }
     }
 
     /// Failed attempts so far.
@@ -108,10 +124,12 @@ impl Retry {
 
     /// After a failure of `what`: logs it with the next attempt's time and sleeps, or returns
     /// `false` (without sleeping) when the budget is spent.
-    pub(crate) async fn pause(&mut self, what: &str, error: &(dyn std::error::Error + Sync)) -> bool {
+    pub(crate) async fn pause(&mut self, what: &str, error: &crate::ClientError) -> bool {
+        let failure = error;
         let error = chain(error);
         match self.next_delay(Instant::now()) {
             Some(delay) => {
+                self.count(failure);
                 tracing::warn!(
                     attempt = self.attempt,
                     retry_in_ms = delay.as_millis() as u64,

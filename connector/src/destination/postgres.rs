@@ -64,6 +64,7 @@
 //! way). TLS is rustls with sluice-wire's configuration ([`tls`]).
 
 mod copy;
+pub mod status;
 mod tls;
 
 use std::collections::{BTreeMap, HashMap};

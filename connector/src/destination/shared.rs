@@ -253,6 +253,59 @@ impl LocalDirectory {
 }
 
 impl LocalDirectory {
+    /// Every topic a group writes in this directory, with its partition files' positions and
+    /// owners (`None` when it has no partition file yet), for `sluice status`.
+    pub(super) fn shared_topics(
+        &self,
+    ) -> Result<Vec<(String, Option<crate::status::StoredCheckpoints>)>, DestinationError> {
+        use crate::status::{StoredCheckpoints, StoredPosition};
+        let dir = self.root.join("_sluice").join("partitions");
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(DestinationError::Io { action: "list", path: dir, error }),
+        };
+        let mut topics = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|error| DestinationError::Io { action: "list", path: dir.clone(), error })?;
+            let topic = entry.file_name().to_string_lossy().into_owned();
+            if !is_valid_topic_name(&topic) || !entry.path().is_dir() {
+                continue;
+            }
+            let files = fs::read_dir(entry.path()).map_err(|error| DestinationError::Io {
+                action: "list",
+                path: entry.path(),
+                error,
+            })?;
+            let mut checkpoints: Option<StoredCheckpoints> = None;
+            for file in files {
+                let file = file.map_err(|error| DestinationError::Io { action: "list", path: entry.path(), error })?;
+                let name = file.file_name().to_string_lossy().into_owned();
+                let Some(partition) =
+                    name.strip_prefix('p').and_then(|rest| rest.strip_suffix(".json")).and_then(|n| n.parse().ok())
+                else {
+                    continue;
+                };
+                let Some(stored) = self.load_partition(&topic, partition)? else { continue };
+                let position = StoredPosition {
+                    next_offset: stored.next_offset.map(|next| next.offset),
+                    leader_epoch: stored.next_offset.and_then(|next| next.leader_epoch),
+                    owner: Some((stored.owner, stored.fence)),
+                };
+                checkpoints
+                    .get_or_insert_with(|| StoredCheckpoints {
+                        incarnation: stored.incarnation.clone(),
+                        partitions: BTreeMap::new(),
+                    })
+                    .partitions
+                    .insert(partition, position);
+            }
+            topics.push((topic, checkpoints));
+        }
+        topics.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(topics)
+    }
+
     /// Deletes certificates of `partition` staged by a worker that died before renaming them
     /// (`.p<partition>.json.<unique>.tmp`). Called under the topic lock, by a claim.
     fn delete_staged_checkpoints(&self, topic: &str, partition: i32) -> Result<(), DestinationError> {

@@ -147,6 +147,7 @@ impl Session {
         options: &ReadOptions,
         destination: &mut AnyDestination,
         connection_id: String,
+        metrics: &std::sync::Arc<crate::metrics::Metrics>,
     ) -> Result<Session, ReadError> {
         let metadata = client.refresh_metadata(None).await?;
         let cluster_id = cluster_id(&metadata)?;
@@ -194,6 +195,7 @@ impl Session {
             start_position: config.start_position,
             pending_commits: BTreeMap::new(),
         };
+        let metrics = std::sync::Arc::clone(metrics);
         Ok(Session {
             mode: options.mode,
             topics,
@@ -202,6 +204,7 @@ impl Session {
             open: 0,
             queued: 0,
             spare_rows: Vec::new(),
+            metrics,
         })
     }
 
@@ -270,6 +273,7 @@ impl Session {
                 if claim.certified.is_none() {
                     source.claimer.certify_claimed(&name, &claim, None, NextOffset::at_epoch(position, epoch))?;
                 }
+                self.metrics.reading(&name, tp.partition, position, Some(log_start), Some(stable));
                 let mut run = PartitionRun::new(position, epoch, None);
                 run.claim = Some(claim);
                 run.prompt = true;

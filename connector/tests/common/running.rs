@@ -40,6 +40,16 @@ impl RunningSluice {
         mode: &str,
         env: &[(&str, &str)],
     ) -> RunningSluice {
+        let mut args: Vec<std::ffi::OsString> = vec!["read".into(), "--config".into(), config.into()];
+        if let Some(dest) = dest {
+            args.extend(["--dest".into(), dest.into()]);
+        }
+        args.extend(["--mode".into(), mode.into()]);
+        RunningSluice::start_args(logs, &args, env)
+    }
+
+    /// `sluice <args>` (any command and flags), with extra environment.
+    pub fn start_args(logs: &Path, args: &[impl AsRef<std::ffi::OsStr>], env: &[(&str, &str)]) -> RunningSluice {
         static RUN: AtomicU32 = AtomicU32::new(0);
         let run = RUN.fetch_add(1, Ordering::Relaxed);
         fs::create_dir_all(logs).expect("create log directory");
@@ -47,11 +57,7 @@ impl RunningSluice {
         let stderr = logs.join(format!("run-{run}.stderr"));
         let mut command = Command::new(sluice_binary());
         command
-            .arg("read")
-            .arg("--config")
-            .arg(config)
-            .args(dest.map(|dest| [std::ffi::OsStr::new("--dest"), dest.as_os_str()]).into_iter().flatten())
-            .args(["--mode", mode])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(File::create(&stdout).expect("create stdout log"))
             .stderr(File::create(&stderr).expect("create stderr log"));

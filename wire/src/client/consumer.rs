@@ -187,6 +187,13 @@ impl Consumer {
             match result {
                 Ok(response) => {
                     self.retries.remove(&leader);
+                    let record_bytes = response
+                        .responses
+                        .iter()
+                        .flat_map(|topic| topic.partitions.iter())
+                        .map(|partition| partition.records.as_ref().map_or(0, |records| records.len() as u64))
+                        .sum();
+                    self.client.counters().fetch_answered(record_bytes, response.throttle_time_ms);
                     if response.throttle_time_ms > 0 {
                         tracing::info!(
                             node_id = leader,
@@ -241,8 +248,8 @@ impl Consumer {
     /// After a transport failure with `leader` (-1: none known): waits the backoff, or fails
     /// when that leader's retry budget is spent.
     async fn pause_or_fail(&mut self, leader: i32, error: ClientError) -> Result<(), ClientError> {
-        let policy = self.client.config().retry;
-        let retry = self.retries.entry(leader).or_insert_with(|| Retry::new(policy));
+        let client = &self.client;
+        let retry = self.retries.entry(leader).or_insert_with(|| client.retry());
         if retry.pause("Fetch", &error).await {
             return Ok(());
         }
@@ -255,11 +262,12 @@ impl Consumer {
     /// partitions go on), or, when its retry budget is spent, report the error after the records
     /// already decoded (the partition is then fetched again at once, its budget renewed).
     fn back_off(&mut self, tp: TopicPartition, error: ClientError) {
-        let policy = self.client.config().retry;
+        let client = &self.client;
         let now = Instant::now();
-        let (retry, release) = self.backoff.entry(tp.clone()).or_insert_with(|| (Retry::new(policy), None));
+        let (retry, release) = self.backoff.entry(tp.clone()).or_insert_with(|| (client.retry(), None));
         match retry.next_delay(now) {
             Some(delay) => {
+                retry.count(&error);
                 tracing::warn!(
                     topic = %tp.topic,
                     partition = tp.partition,
@@ -339,6 +347,7 @@ impl Consumer {
             let sender = self.sender.clone();
             let leader = planned.leader;
             let request = planned.request.clone();
+            self.client.counters().fetch_sent();
             tokio::spawn(async move {
                 let result = send_fetch(&client, leader, &request).await;
                 let _ = sender.send((leader, result));

@@ -20,6 +20,7 @@ mod group_consumer;
 mod metadata;
 mod produce;
 pub(crate) mod producer;
+pub(crate) mod stats;
 
 pub use admin::NewTopic;
 pub use consumer::{Consumer, FetchConfig, PartitionBatch};
@@ -31,6 +32,7 @@ pub use producer::{
     key_partition, murmur2, Acks, ConsumerGroupMetadata, DefaultPartitioner, DeliveryFuture, Partitioner, Producer,
     ProducerConfig, RecordMetadata,
 };
+pub use stats::ClientStats;
 
 use crate::connection::{Connection, ConnectionConfig};
 use crate::protocol::messages::list_offsets::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
@@ -166,6 +168,8 @@ struct Inner {
     /// bootstrap address when no broker connection is up. Held during a bootstrap round, which
     /// only callers that have no live connection at all wait for.
     bootstrap: tokio::sync::Mutex<Option<Connection>>,
+    /// What [`Client::stats`] reports.
+    counters: Arc<stats::Counters>,
 }
 
 /// A broker's connection, or nothing yet. Its lock is held while connecting, so that one broker
@@ -195,6 +199,7 @@ impl Client {
                 metadata: Mutex::new(Arc::new(ClusterMetadata::default())),
                 connections: Mutex::new(HashMap::new()),
                 bootstrap: tokio::sync::Mutex::new(None),
+                counters: Arc::default(),
             }),
         };
         client.refresh_metadata(None).await?;
@@ -204,6 +209,21 @@ impl Client {
     /// The configuration this client was made with.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    /// This client's counters so far: fetches, bytes, throttle time, retries, connections (see
+    /// [`ClientStats`]). Cheap: a few atomic loads.
+    pub fn stats(&self) -> ClientStats {
+        self.inner.counters.snapshot()
+    }
+
+    pub(crate) fn counters(&self) -> &stats::Counters {
+        &self.inner.counters
+    }
+
+    /// A retry loop under this client's policy whose retries are counted in [`Client::stats`].
+    pub(crate) fn retry(&self) -> Retry {
+        Retry::new(self.inner.config.retry).counted(Arc::clone(&self.inner.counters))
     }
 
     /// The metadata from the last refresh.
@@ -236,7 +256,7 @@ impl Client {
     where
         R::Response: Send + 'static,
     {
-        let mut retry = Retry::new(self.inner.config.retry);
+        let mut retry = self.retry();
         loop {
             let connection = match self.any_connection().await {
                 Ok(connection) => connection,
@@ -317,6 +337,7 @@ impl Client {
             tracing::debug!(broker = %address, "connecting to a bootstrap broker");
             match Connection::connect(address, self.inner.config.connection.clone()).await {
                 Ok(connection) => {
+                    self.inner.counters.connected(guard.is_some());
                     *guard = Some(connection.clone());
                     return Ok(connection);
                 }
@@ -368,6 +389,7 @@ impl Client {
             tracing::debug!(broker = %address, node_id, "connecting to broker {node_id} ({address})");
         }
         let connection = Connection::connect(&address, self.inner.config.connection.clone()).await?;
+        self.inner.counters.connected(guard.is_some());
         *guard = Some(connection.clone());
         Ok(connection)
     }
@@ -412,7 +434,7 @@ impl Client {
     ) -> Result<HashMap<TopicPartition, ListedOffset>, ClientError> {
         let mut results = HashMap::new();
         let mut pending: Vec<TopicPartition> = partitions.to_vec();
-        let mut retry = Retry::new(self.inner.config.retry);
+        let mut retry = self.retry();
         while !pending.is_empty() {
             let mut retry_partitions = Vec::new();
             let mut last_error = None;
