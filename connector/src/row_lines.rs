@@ -475,7 +475,6 @@ fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
 
 /// One character of a string's contents, escaped as `serde_json` escapes it.
 fn write_char(out: &mut Vec<u8>, c: char) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     match c {
         '"' => out.extend_from_slice(b"\\\""),
         '\\' => out.extend_from_slice(b"\\\\"),
@@ -485,10 +484,8 @@ fn write_char(out: &mut Vec<u8>, c: char) {
         '\r' => out.extend_from_slice(b"\\r"),
         '\t' => out.extend_from_slice(b"\\t"),
         c if (c as u32) < 0x20 => {
-            let code = c as usize;
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[code >> 4]);
-            out.push(HEX[code & 0xf]);
+            use std::io::Write;
+            let _ = write!(out, "\\u{:04x}", c as u32);
         }
         c => {
             let mut buffer = [0u8; 4];
