@@ -15,10 +15,14 @@ command -v buildah >/dev/null || { echo "build-image: buildah not found: scripts
 binary=target/x86_64-unknown-linux-musl/release/sluice
 [[ -x "$binary" ]] || scripts/build-static.sh
 out=target/image
-rm -rf "$out/context" "$out/oci" "$out/sluice-oci.tar"
+rm -rf "$out/context" "$out/oci" "$out/sluice-oci.tar" "$out/tmp"
 mkdir -p "$out/context"
 cp "$binary" "$out/context/sluice"
-# Storage of its own under target/, so that nothing outside the repository is touched.
+# Storage of its own under target/, so that nothing outside the repository is touched. Big
+# temporary files too: buildah stages each layer in $TMPDIR, /var/tmp by default, which on the CI
+# machine is too small for the 11 MB layer (the commit then fails with "read/write on closed pipe").
+mkdir -p "$out/tmp"
+export TMPDIR="$PWD/$out/tmp"
 storage=(--root "$PWD/$out/storage" --runroot "$PWD/$out/run" --storage-driver vfs)
 buildah "${storage[@]}" bud --quiet --layers=false --build-arg SLUICE_BINARY_FROM=prebuilt \
   -f Dockerfile -t localhost/sluice:latest . >&2

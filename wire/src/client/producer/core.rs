@@ -349,11 +349,15 @@ impl ProducerCore {
         }
     }
 
+    // Used by the tests and the fuzz target through the `unstable` feature only.
+    #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
     /// A core with a buffer of its own of `memory` bytes (tests and the fuzz target).
     pub fn with_memory(config: CoreConfig, memory: usize, tv2: bool) -> Self {
         ProducerCore::new(config, Arc::new(Semaphore::new(memory)), tv2)
     }
 
+    // Used by the tests and the fuzz target through the `unstable` feature only.
+    #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
     /// Takes `bytes` from the buffer for a record about to be appended, as `Producer::send`
     /// does; false when the buffer has not that much room (tests and the fuzz target).
     pub fn take_memory(&self, bytes: usize) -> bool {
@@ -366,11 +370,15 @@ impl ProducerCore {
         }
     }
 
+    // Used by the tests and the fuzz target through the `unstable` feature only.
+    #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
     /// Bytes of the buffer not held by records (all of it once every batch completed).
     pub fn available_memory(&self) -> usize {
         self.memory.available_permits()
     }
 
+    // Used by the tests and the fuzz target through the `unstable` feature only.
+    #[cfg_attr(not(feature = "unstable"), allow(dead_code))]
     /// The producer id and epoch in use (-1 before InitProducerId).
     pub fn producer_identity(&self) -> (i64, i16) {
         (self.producer_id, self.producer_epoch)
