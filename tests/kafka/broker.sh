@@ -58,9 +58,12 @@ SINGLE="$HOME_DIR/single"
 CLUSTER="$HOME_DIR/cluster"
 SECURE="$HOME_DIR/secure"
 TV1="$HOME_DIR/tv1"
-TV1_BOOTSTRAP="127.0.0.1:19492"
 AUTH="$HOME_DIR/auth"
-HOST=127.0.0.1
+# SLUICE_BROKER_HOST: another loopback address (127.0.0.2) for a second set of plaintext nodes on
+# the same ports beside a running set, as when a CI check runs beside a working checkout (the
+# secured nodes' certificates name 127.0.0.1 only).
+HOST="${SLUICE_BROKER_HOST:-127.0.0.1}"
+TV1_BOOTSTRAP="$HOST:19492"
 CLUSTER_BOOTSTRAP="$HOST:19192,$HOST:29192,$HOST:39192"
 START_TIMEOUT="${SLUICE_BROKER_START_TIMEOUT:-90}"   # seconds until the broker(s) must answer metadata
 STOP_TIMEOUT="${SLUICE_BROKER_STOP_TIMEOUT:-30}"     # seconds between SIGTERM and SIGKILL
@@ -68,6 +71,7 @@ BROKER_JVM_OPTS=(-Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.a
 
 say() { echo "broker.sh: $*" >&2; }
 die() { say "error: $*"; exit 1; }
+[[ "$HOST" =~ ^127\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "SLUICE_BROKER_HOST must be a loopback address 127.x.y.z (got '$HOST')"
 
 # The jars the Java tools (`java`) are compiled and run with: always the default version's.
 TOOLS_LIB="$LIB"
