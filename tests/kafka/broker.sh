@@ -838,12 +838,18 @@ cmd_start_auth() {
   write_log_configs
   rm -rf "$AUTH"
   mkdir -p "$AUTH/logs"
-  python3 "$ROOT/tests/oauth/fake_idp.py" "$HOST" "$AUTH_JWKS_PORT" "$AUTH_TOKEN_PORT" \
+  # The interpreter itself, not a version manager's shim (pyenv's is a chain of execs): while a
+  # process execs, /proc/PID/cmdline can read empty, and idp_alive took that for an exit.
+  local python
+  python="$(python3 -c 'import sys; print(sys.executable)')"
+  "$python" "$ROOT/tests/oauth/fake_idp.py" "$HOST" "$AUTH_JWKS_PORT" "$AUTH_TOKEN_PORT" \
     "$certs/broker.pem" "$certs/broker.key" </dev/null >>"$AUTH/idp.log" 2>&1 &
-  echo $! >"$AUTH/idp.pid"
+  local idp_pid=$!
+  echo "$idp_pid" >"$AUTH/idp.pid"
   local deadline=$((SECONDS + 20))
   until port_in_use "$AUTH_JWKS_PORT" && port_in_use "$AUTH_TOKEN_PORT"; do
-    idp_alive || { cat "$AUTH/idp.log" >&2; die "the fake identity provider exited"; }
+    # Our own child: kill -0 tells whether it still runs, whatever its command line reads.
+    kill -0 "$idp_pid" 2>/dev/null || { cat "$AUTH/idp.log" >&2; die "the fake identity provider exited"; }
     ((SECONDS < deadline)) || { cat "$AUTH/idp.log" >&2; die "the fake identity provider did not listen within 20 s"; }
     sleep 0.2
   done
