@@ -44,7 +44,7 @@
 //! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode; with a group also `group` (the group's committed offset, else `earliest`) | `earliest` |
 //! | `group_id` | share the topics' partitions with other `sluice read --mode continuous` workers of this Kafka consumer group (without it, one process reads every partition) | none |
 //! | `group_id_prefix` | as `group_id`, the id being the prefix followed by the connection id; not with `group_id` | none |
-//! | `group_protocol` | `auto` (KIP-848's `consumer` protocol when the broker offers it, else `classic`), `classic` or `consumer` | `auto` |
+//! | `group_protocol` | `auto` (KIP-848's `consumer` protocol when the cluster runs it: ConsumerGroupHeartbeat offered and `group.version` 1 finalized, as on Kafka 4.x; else `classic`), `classic` or `consumer` | `auto` |
 //! | `group_instance_id` | static membership (KIP-345): a stable id per worker, so that a restart within the session timeout keeps its partitions | none |
 //! | `group_session_timeout_ms` | how long a silent worker keeps its partitions (classic: sent to the broker; `consumer`: set it to the broker's `group.consumer.session.timeout.ms`) | `45000` |
 //! | `group_heartbeat_interval_ms` | the classic protocol's heartbeat interval (KIP-848's is the broker's) | `3000` |

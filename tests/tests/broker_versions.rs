@@ -6,8 +6,8 @@
 //!   group coordinator runs only the classic protocol unless configured otherwise; a KIP-848
 //!   member is refused at its first heartbeat with an error naming KIP-848 and the remedy
 //!   (`classic`). The classic protocol reads every record on every version; on 4.x both do.
-//!   (`auto` decides by ApiVersions alone, so on 3.9 it picks KIP-848 and gets the same
-//!   refusal: telling the two apart needs the broker's finalized `group.version` feature.)
+//!   `auto` picks KIP-848 only where the cluster finalized `group.version` 1 (4.x), so on 3.9
+//!   it falls back to classic and reads every record there too.
 //! - Fetch at the version both sides share (v13+, topic ids, on 3.9 and 4.x): every record
 //!   written is read once.
 
@@ -84,10 +84,19 @@ async fn kip_848_runs_on_4x_and_is_refused_clearly_on_3x_while_classic_reads_eve
         }
     }
 
-    let mut consumer = GroupConsumer::subscribe(client.clone(), config(GroupProtocol::Classic), [topic.clone()], fetch)
-        .await
-        .expect("the classic protocol");
+    let mut consumer =
+        GroupConsumer::subscribe(client.clone(), config(GroupProtocol::Classic), [topic.clone()], fetch.clone())
+            .await
+            .expect("the classic protocol");
     read_all(&mut consumer, 20).await.expect("classic reads every record");
+    consumer.close().await;
+
+    let mut consumer = GroupConsumer::subscribe(client.clone(), config(GroupProtocol::Auto), [topic.clone()], fetch)
+        .await
+        .expect("the auto protocol");
+    let expected = if broker_major() >= 4 { GroupProtocol::Consumer } else { GroupProtocol::Classic };
+    assert_eq!(consumer.protocol(), expected, "`auto` on Kafka {}.x", broker_major());
+    read_all(&mut consumer, 20).await.expect("auto reads every record");
     consumer.close().await;
     client.delete_topics(&[topic.as_str()]).await.expect("delete topic");
 }

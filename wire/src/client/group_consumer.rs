@@ -303,9 +303,13 @@ impl GroupConsumer {
             });
         }
         let heartbeat_range = client.broker_api_range(ApiKey::CONSUMER_GROUP_HEARTBEAT).await?;
+        // ConsumerGroupHeartbeat in ApiVersions is not enough: Kafka 3.7-3.9 advertise it while
+        // their coordinator refuses KIP-848 members; the coordinator runs them once the cluster
+        // finalized `group.version` 1 (the default of clusters formatted by 4.0+).
+        let group_version = client.broker_finalized_feature("group.version").await?.unwrap_or(0);
         let protocol = match (group.protocol, heartbeat_range) {
-            (GroupProtocol::Auto, Some(_)) => GroupProtocol::Consumer,
-            (GroupProtocol::Auto, None) => GroupProtocol::Classic,
+            (GroupProtocol::Auto, Some(_)) if group_version >= 1 => GroupProtocol::Consumer,
+            (GroupProtocol::Auto, _) => GroupProtocol::Classic,
             (GroupProtocol::Consumer, None) => {
                 return Err(ClientError::Unsupported {
                     message: format!(

@@ -289,6 +289,13 @@ impl Client {
         Ok(self.any_connection().await?.versions().range(api))
     }
 
+    /// The cluster-wide finalized level of feature `name` (`group.version`, ...) as a broker
+    /// announced it in ApiVersions (`None`: it announced none, as brokers before 2.7 and
+    /// clusters that never finalized the feature).
+    pub(crate) async fn broker_finalized_feature(&self, name: &str) -> Result<Option<i16>, ClientError> {
+        Ok(self.any_connection().await?.versions().finalized_feature(name))
+    }
+
     /// The bootstrap connection when it is up; else a live connection to any broker (so that
     /// nobody waits on a slow or black-holed address while a working connection exists; the
     /// bootstrap connection is then reopened in the background); else a new bootstrap
