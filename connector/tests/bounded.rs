@@ -1083,9 +1083,31 @@ async fn start_and_wait(config: &Path, dest: &Path, topic: &str, at: i64) -> tok
 async fn retention_loss_of_unread_records_fails_the_bounded_run() {
     let Some(client) = sluice_tests::client().await else { return };
     let (topic, config, dest) = slow_topic(&client, "bounded-retention", 400).await;
-    let handle = start_and_wait(&config, &dest, &topic, 5).await;
+    // The run stops itself (SIGSTOP) once it certified its sixth epoch, so that the records are
+    // deleted while it is provably in the middle, however loaded the machine (waiting for a
+    // certified position and racing DeleteRecords against 395 short epochs once lost the race).
+    let child = std::process::Command::new(sluice_binary())
+        .args(["read", "--config", config.to_str().unwrap(), "--dest", dest.to_str().unwrap()])
+        .args(["--mode", "bounded", "--topics", topic.as_str()])
+        .env("SLUICE_FAULT_POINT", "epoch.certified:6:stop")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the sluice binary");
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !is_stopped(pid) {
+        assert!(std::fs::metadata(format!("/proc/{pid}")).is_ok(), "the run ended before its sixth epoch");
+        assert!(Instant::now() < deadline, "the run did not reach its sixth epoch");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     client.delete_records(&[(sluice_wire::TopicPartition::new(&topic, 0), 390)]).await.expect("delete records");
-    let run = handle.await.unwrap();
+    let resumed = std::process::Command::new("kill").args(["-CONT", &pid.to_string()]).status().expect("kill -CONT");
+    assert!(resumed.success(), "kill -CONT {pid}");
+    let run = tokio::task::spawn_blocking(move || wait_run(child, Duration::from_secs(90), &"bounded retention read"))
+        .await
+        .unwrap();
     let certified = bounded_checkpoints(&dest, &topic).unwrap()[&0];
     assert!(certified < 390, "the run was still reading when the records were deleted ({certified})");
     run.assert_code(1);

@@ -767,14 +767,6 @@ async fn group_workers_on_several_hosts_share_one_database_and_a_zombie_commits_
     );
 }
 
-/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`).
-fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
-        .unwrap_or(false)
-}
-
 /// A worker frozen (it stops itself at the fault point `pg.copy.started`) after the server
 /// accepted an epoch's `COPY` and before it sent the data: the server waits for the client with
 /// the partition's checkpoint row locked, which neither `idle_in_transaction_session_timeout`

@@ -175,6 +175,14 @@ pub fn wait_run(mut child: Child, timeout: Duration, what: &dyn std::fmt::Debug)
     Run { status, stdout: out_thread.join().unwrap_or_default(), stderr: err_thread.join().unwrap_or_default() }
 }
 
+/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`).
+pub fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
+        .unwrap_or(false)
+}
+
 /// `sluice read --config C --dest D --mode bounded [--topics a,b] <extra...>` (blocking).
 /// An empty `topics` omits `--topics`.
 pub fn read_bounded(config: &Path, dest: &Path, topics: &[&str], extra: &[&str]) -> Run {
