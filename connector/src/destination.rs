@@ -939,14 +939,18 @@ impl LocalDirectory {
     pub fn lock(root: &Path, mode: LockMode, running: &str) -> Result<DirectoryLock, DestinationError> {
         ensure_dir(&root.join("_sluice"))?;
         let path = LocalDirectory::lock_path(root);
-        // Never truncated on open, never replaced: the lock belongs to this inode.
-        let file = File::options()
+        // Never truncated on open, never replaced: the lock belongs to this inode. The lock is
+        // held on a read-only handle, and the holder's text written through a short-lived
+        // writable one: a file kept open for writing for the whole run would make the kernel
+        // refuse to remount the file system read-only ("busy"), as an operator may need to.
+        File::options()
             .create(true)
             .truncate(false)
-            .read(true)
-            .write(true)
+            .append(true)
             .open(&path)
             .map_err(|error| DestinationError::Io { action: "open", path: path.clone(), error })?;
+        let file =
+            File::open(&path).map_err(|error| DestinationError::Io { action: "open", path: path.clone(), error })?;
         let taken = match mode {
             LockMode::Exclusive => file.try_lock(),
             LockMode::Shared => file.try_lock_shared(),
@@ -973,7 +977,10 @@ impl LocalDirectory {
         };
         let mut text = serde_json::to_vec(&holder).unwrap_or_default();
         text.push(b'\n');
-        let written = file.set_len(0).and_then(|()| std::os::unix::fs::FileExt::write_all_at(&file, &text, 0));
+        let written = File::options().write(true).open(&path).and_then(|writer| {
+            writer.set_len(0)?;
+            std::os::unix::fs::FileExt::write_all_at(&writer, &text, 0)
+        });
         written.map_err(|error| DestinationError::Io { action: "write", path, error })?;
         Ok(DirectoryLock { _file: file })
     }
