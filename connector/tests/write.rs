@@ -208,7 +208,7 @@ async fn each_malformed_line_fails_with_its_number() {
         lines.push(bad.to_string());
         lines.push(good.to_string());
         let input = write_input(&dir, &lines);
-        let job = format!("malformed-{index}");
+        let job = format!("malformed-{index}-{topic}");
         let mut extra = vec!["--job-id", job.as_str()];
         extra.extend_from_slice(&mapping);
         let run = sluice_write(&config, &topic, &input, &extra, &[]);
@@ -232,8 +232,10 @@ async fn dead_letters_and_exactly_once_restart_and_a_changed_file() {
     let lines = input_lines(100, 7, Some(9));
     let input = write_input(&dir, &lines);
     let common_args = ["--commit-mode", "exactly_once", "--key-field", "id", "--timestamp-field", "at"];
+    // A job id of this run's own (the offsets topic outlives test runs).
+    let job = format!("restart-{topic}");
     let mut args = common_args.to_vec();
-    args.extend_from_slice(&["--chunk-records", "10", "--job-id", "restart"]);
+    args.extend_from_slice(&["--chunk-records", "10", "--job-id", job.as_str()]);
     // Aborts after the third committed chunk (lines 1-30).
     let crashed = sluice_write(&config, &topic, &input, &args, &[("SLUICE_FAULT_POINT", "write.committed:3")]);
     assert_eq!(crashed.code(), None, "aborted by the fault point: {}", crashed.stderr);
@@ -269,7 +271,16 @@ async fn dead_letters_and_exactly_once_restart_and_a_changed_file() {
     let input = write_input(&dir, &lines[..50]);
     let changed = sluice_write(&config, &topic, &input, &args, &[]);
     changed.assert_code(1);
-    assert!(changed.stderr.contains("is not the file job restart was writing from"), "{}", changed.stderr);
+    assert!(changed.stderr.contains(&format!("is not the file job {job} was writing from")), "{}", changed.stderr);
+    // The same job id for another topic is refused too.
+    let other = create_topic(&client, "write-other", 1, &[]).await;
+    let refused = sluice_write(&config, &other, &input, &args, &[]);
+    refused.assert_code(1);
+    assert!(
+        refused.stderr.contains(&format!("job {job} was writing to topic {topic}, not {other}")),
+        "{}",
+        refused.stderr
+    );
     assert!(changed.stderr.contains("give another --job-id"), "{}", changed.stderr);
     assert_eq!(committed_values(&topic).values().map(Vec::len).sum::<usize>(), 89);
 }
@@ -447,4 +458,38 @@ async fn standard_input_is_written_at_least_once() {
     drop(stdin);
     wait_run(child, Duration::from_secs(60), &args).assert_success();
     assert_eq!(committed_values(&topic).get(&0), Some(&lines));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_commits_the_chunk_in_progress_and_stops() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let dir = temp_dir("write-sigterm");
+    let config = write_config(&dir, json!({}));
+    let topic = create_topic(&client, "write-sigterm", 3, &[]).await;
+    let lines = input_lines(8_000, 13, None);
+    let input = write_input(&dir, &lines);
+    let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--chunk-records", "10"];
+    let all_args = write_args(config.to_str().unwrap(), &topic, input.to_str().unwrap(), &args);
+    let child = Command::new(common::sluice_binary())
+        .args(&all_args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let signalled = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(signalled.success());
+    let stopped = wait_run(child, Duration::from_secs(60), &all_args);
+    stopped.assert_success();
+    assert!(stopped.stdout.contains("stopped by a signal before the end of the input"), "{}", stopped.stdout);
+    // The chunk in progress was committed as far as it was read: the committed records are the
+    // input's first `written` lines, and the position says so.
+    let written: usize = committed_values(&topic).values().map(Vec::len).sum();
+    assert!(written > 0 && written < lines.len(), "{written} lines written");
+    assert_eq!(exactness(&expected_values(&lines[..written], 3), &committed_values(&topic)), (0, 0, true));
+    let rest = sluice_write(&config, &topic, &input, &args, &[]);
+    rest.assert_success();
+    assert!(rest.stdout.contains(&format!("resumed after line {written}")), "{}", rest.stdout);
+    assert_eq!(exactness(&expected_values(&lines, 3), &committed_values(&topic)), (0, 0, true));
 }
