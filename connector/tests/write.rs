@@ -217,6 +217,19 @@ async fn each_malformed_line_fails_with_its_number() {
         assert!(run.stderr.contains(&wanted), "case {index}: wanted {wanted:?} in\n{}", run.stderr);
         assert!(run.stderr.contains("\"on_malformed\": \"dead_letter\""), "the remedy is named: {}", run.stderr);
     }
+    // A missing target topic is named, not created.
+    let input = write_input(&dir, &[good.to_string()]);
+    let missing = sluice_write(&config, &format!("{topic}-missing"), &input, &[], &[]);
+    missing.assert_code(1);
+    assert!(missing.stderr.contains(&format!("topic {topic}-missing does not exist")), "{}", missing.stderr);
+    assert!(missing.stderr.contains("create it first"), "{}", missing.stderr);
+    // A row of a partition the target does not have fails with its line.
+    let row = r#"{"topic":"t","partition":3,"offset":0,"tombstone":false,"_sluice_event_id":"x","_sluice_event_ts":null,"_sluice_headers":[],"_sluice_key":null,"payload":{"utf8":"p"}}"#;
+    let rows = write_input(&dir, &[row.to_string()]);
+    let wide = sluice_write(&config, &topic, &rows, &["--format", "rows"], &[]);
+    wide.assert_code(1);
+    assert!(wide.stderr.contains("sending line 1 of"), "{}", wide.stderr);
+    assert!(wide.stderr.contains("partition 3 does not exist"), "{}", wide.stderr);
     // Standard input cannot be exactly once; the refusal says why.
     let stdin = common::sluice(&write_args(config.to_str().unwrap(), &topic, "-", &["--commit-mode", "exactly_once"]));
     stdin.assert_code(2);
