@@ -222,7 +222,7 @@ fn usage_error(subcommand: &str, kind: ErrorKind, message: &str) -> clap::Error 
 }
 
 /// Reads Kafka topics into a directory: bounded windows or continuously, certifying each epoch
-/// after it is durably written.
+/// after it is durably written; writes JSON Lines into a topic, at least or exactly once.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, arg_required_else_help = true, disable_help_subcommand = false)]
 struct Cli {

@@ -348,6 +348,12 @@ pub async fn write(
     };
     fault::point("write.begun");
 
+    // A second handle on the same open file: each chunk's position identifies the file being
+    // read, even if its path is replaced meanwhile.
+    let identity_file = match &file {
+        Some(file) => Some(file.try_clone().map_err(|source| WriteError::Input { input: input_name.clone(), source })?),
+        None => None,
+    };
     let reader: Box<dyn Read + Send> = match file {
         Some(file) => Box::new(file),
         None => Box::new(io::stdin()),
@@ -431,14 +437,13 @@ pub async fn write(
         }
         let next_records = summary.records + chunk_records;
         let next_letters = summary.dead_letters + pending_letters.len() as u64;
-        if let (Some(partition), Some(path)) = (&offsets_partition, &path) {
+        if let (Some(partition), Some(path), Some(file)) = (&offsets_partition, &path, &identity_file) {
             if exactly_once && !in_transaction {
                 // Only dead letters or blank lines: the position still moves, in a transaction.
                 producer.begin_transaction().await.map_err(client_error("beginning a transaction"))?;
                 in_transaction = true;
             }
-            let file = File::open(path).map_err(|source| WriteError::Input { input: input_name.clone(), source })?;
-            let (identity, _) = identify(path, &file, byte_offset)
+            let (identity, _) = identify(path, file, byte_offset)
                 .map_err(|source| WriteError::Input { input: input_name.clone(), source })?;
             let stored = Position {
                 version: 1,

@@ -110,7 +110,17 @@ fn mapped_record(line: &[u8], value: &Value, mapping: &FieldMapping, now: i64) -
             other => Some(compact(other)),
         },
     };
-    Ok(LineRecord { record: ProduceRecord { key, value: record_value, headers, timestamp }, partition: None })
+    Ok(LineRecord { record: produce_record(key, record_value, headers, timestamp), partition: None })
+}
+
+/// `ProduceRecord` is non-exhaustive outside `sluice-wire` (its `unstable` feature aside).
+fn produce_record(key: Option<Vec<u8>>, value: Option<Vec<u8>>, headers: Headers, timestamp: i64) -> ProduceRecord {
+    let mut record = ProduceRecord::new(None, None);
+    record.key = key;
+    record.value = value;
+    record.headers = headers;
+    record.timestamp = timestamp;
+    record
 }
 
 fn mapped_names(mapping: &FieldMapping) -> String {
@@ -249,10 +259,7 @@ fn row_record(value: &Value) -> Result<LineRecord, LineProblem> {
             _ => Some(compact(&Value::Object(payload))),
         }
     };
-    Ok(LineRecord {
-        record: ProduceRecord { key, value: record_value, headers, timestamp },
-        partition: Some(partition),
-    })
+    Ok(LineRecord { record: produce_record(key, record_value, headers, timestamp), partition: Some(partition) })
 }
 
 fn bad_bytes(column: &str) -> LineProblem {

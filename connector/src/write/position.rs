@@ -17,7 +17,6 @@
 //! size, recursion limit 128) and fuzzed (`fuzz/fuzz_targets/write_position.rs`).
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -70,15 +69,24 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// The identity of `path` as it is now, hashing its first `min(byte_offset, PREFIX_LIMIT)`
-/// bytes (fewer if the file is shorter). Also returns the file's size.
+/// The identity of the open `file` (named `path`) as it is now, hashing its first
+/// `min(byte_offset, PREFIX_LIMIT)` bytes (fewer if the file is shorter), read with `pread` so
+/// that the handle's position stays where it is. Also returns the file's size.
 pub fn identify(path: &Path, file: &File, byte_offset: u64) -> std::io::Result<(FileIdentity, u64)> {
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{FileExt, MetadataExt};
     let metadata = file.metadata()?;
-    let wanted = byte_offset.min(PREFIX_LIMIT);
-    let mut prefix = Vec::with_capacity(wanted as usize);
-    // A separate handle: the caller's read position stays where it is.
-    File::open(path)?.take(wanted).read_to_end(&mut prefix)?;
+    let wanted = byte_offset.min(PREFIX_LIMIT).min(metadata.len()) as usize;
+    let mut prefix = vec![0; wanted];
+    let mut filled = 0;
+    while filled < wanted {
+        match file.read_at(prefix.get_mut(filled..).unwrap_or_default(), filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    prefix.truncate(filled);
     let identity = FileIdentity {
         path: path.display().to_string(),
         device: metadata.dev(),
