@@ -481,7 +481,21 @@ async fn sigterm_commits_the_chunk_in_progress_and_stops() {
     let topic = create_topic(&client, "write-sigterm", 3, &[]).await;
     let lines = input_lines(8_000, 13, None);
     let input = write_input(&dir, &lines);
-    let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--chunk-records", "10"];
+    // An offsets topic of its own, which `sluice write` creates.
+    let offsets = sluice_tests::unique_topic("write-offsets");
+    let job = format!("sigterm-{topic}");
+    let args = [
+        "--commit-mode",
+        "exactly_once",
+        "--key-field",
+        "id",
+        "--chunk-records",
+        "10",
+        "--offsets-topic",
+        offsets.as_str(),
+        "--job-id",
+        job.as_str(),
+    ];
     let all_args = write_args(config.to_str().unwrap(), &topic, input.to_str().unwrap(), &args);
     let child = Command::new(common::sluice_binary())
         .args(&all_args)
@@ -505,4 +519,15 @@ async fn sigterm_commits_the_chunk_in_progress_and_stops() {
     rest.assert_success();
     assert!(rest.stdout.contains(&format!("resumed after line {written}")), "{}", rest.stdout);
     assert_eq!(exactness(&expected_values(&lines, 3), &committed_values(&topic)), (0, 0, true));
+    // The offsets topic: one partition, the job's committed positions under its key, the last
+    // at the end of the input.
+    let (positions, ends) = java_dump(&offsets, "read_committed");
+    assert_eq!(ends.len(), 1, "one partition: {ends:?}");
+    let key = sluice::json::base64(format!("sluice-write:{job}").as_bytes());
+    assert!(positions.iter().all(|record| record.key.as_deref() == Some(key.as_str())));
+    let last: Value = serde_json::from_slice(&decode(&positions.last().expect("positions").value).unwrap()).unwrap();
+    let size = std::fs::metadata(&input).unwrap().len();
+    assert_eq!((last["line"].as_u64(), last["byte_offset"].as_u64()), (Some(8_000), Some(size)), "{last}");
+    assert_eq!(last["records"], json!(8_000));
+    assert_eq!(last["topic"], json!(topic));
 }
