@@ -294,7 +294,7 @@ pub async fn write(
         .await?
         .ok_or_else(|| WriteError::UnknownTopic { topic: options.topic.clone() })?;
     let offsets_partition = match &path {
-        Some(_) => Some(ensure_offsets_topic(&client, &options.offsets_topic, &job_id, config.brokers.len()).await?),
+        Some(_) => Some(ensure_offsets_topic(&client, &options.offsets_topic, &job_id).await?),
         None => None,
     };
 
@@ -495,18 +495,14 @@ async fn topic_partitions(client: &Client, topic: &str) -> Result<Option<i32>, W
         .map(|info| info.partitions.len() as i32))
 }
 
-/// The offsets topic's partition for this job, creating the topic (compacted, one partition)
-/// when it does not exist.
-async fn ensure_offsets_topic(
-    client: &Client,
-    topic: &str,
-    job_id: &str,
-    brokers: usize,
-) -> Result<TopicPartition, WriteError> {
+/// The offsets topic's partition for this job, creating the topic (compacted, one partition,
+/// `min(3, brokers)` replicas) when it does not exist.
+async fn ensure_offsets_topic(client: &Client, topic: &str, job_id: &str) -> Result<TopicPartition, WriteError> {
     let count = match topic_partitions(client, topic).await? {
         Some(count) => count,
         None => {
-            let replicas = brokers.clamp(1, 3) as i16;
+            // Three replicas where the cluster has three brokers (the metadata just loaded).
+            let replicas = client.metadata().brokers.len().clamp(1, 3) as i16;
             let new = NewTopic::new(topic, 1, replicas).config("cleanup.policy", "compact");
             match client.create_topic(&new).await {
                 Ok(_) => tracing::info!(topic, "created the offsets topic {topic} (compacted, 1 partition)"),

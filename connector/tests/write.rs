@@ -15,6 +15,9 @@
 //! * at_least_once: `kill -9` at random moments loses nothing, and duplicates appear only after
 //!   a crash (a clean run writes each line exactly once).
 //!
+//! * On the three-node cluster: the offsets topic is replicated three times, and an aborted
+//!   exactly_once run resumes exactly.
+//!
 //! `SLUICE_CHAOS_SEED` replays the random choices.
 
 mod common;
@@ -530,4 +533,33 @@ async fn sigterm_commits_the_chunk_in_progress_and_stops() {
     assert_eq!((last["line"].as_u64(), last["byte_offset"].as_u64()), (Some(8_000), Some(size)), "{last}");
     assert_eq!(last["records"], json!(8_000));
     assert_eq!(last["topic"], json!(topic));
+}
+
+/// On the three-node cluster (`SLUICE_CLUSTER`), bootstrapped through one node: the offsets
+/// topic gets three replicas, and an aborted exactly_once run resumes exactly.
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_on_the_cluster_with_a_replicated_offsets_topic() {
+    let Some(client) = sluice_tests::cluster_client().await else { return };
+    let bootstrap = sluice_tests::cluster_address().split(',').next().unwrap().to_string();
+    let dir = temp_dir("write-cluster");
+    let config = write_config(&dir, json!({"brokers": [bootstrap]}));
+    let topic = sluice_tests::unique_topic("write-cluster");
+    client.create_topic(&sluice_wire::NewTopic::new(topic.clone(), 3, 3)).await.expect("create topic");
+    let offsets = sluice_tests::unique_topic("write-cluster-offsets");
+    let lines = input_lines(500, 19, None);
+    let input = write_input(&dir, &lines);
+    let args =
+        ["--commit-mode", "exactly_once", "--key-field", "id", "--chunk-records", "50", "--offsets-topic", &offsets];
+    let crashed = sluice_write(&config, &topic, &input, &args, &[("SLUICE_FAULT_POINT", "write.position.sent:4")]);
+    assert_eq!(crashed.code(), None, "aborted at the fault point: {}", crashed.stderr);
+    sluice_write(&config, &topic, &input, &args, &[]).assert_success();
+    let metadata = client.refresh_metadata(Some(&[offsets.clone()])).await.unwrap();
+    let info = metadata.topic(&offsets).expect("the offsets topic exists");
+    assert_eq!(info.partitions.values().map(|p| p.replicas.len()).collect::<Vec<_>>(), vec![3]);
+    let (records, _) = sluice_tests::dump::java_dump_at(&bootstrap, &topic, "read_committed");
+    let mut actual: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for record in records {
+        actual.entry(record.partition).or_default().push(String::from_utf8(decode(&record.value).unwrap()).unwrap());
+    }
+    assert_eq!(exactness(&expected_values(&lines, 3), &actual), (0, 0, true));
 }
