@@ -553,7 +553,7 @@ async fn exactly_once_on_the_cluster_with_a_replicated_offsets_topic() {
     let crashed = sluice_write(&config, &topic, &input, &args, &[("SLUICE_FAULT_POINT", "write.position.sent:4")]);
     assert_eq!(crashed.code(), None, "aborted at the fault point: {}", crashed.stderr);
     sluice_write(&config, &topic, &input, &args, &[]).assert_success();
-    let metadata = client.refresh_metadata(Some(&[offsets.clone()])).await.unwrap();
+    let metadata = client.refresh_metadata(Some(std::slice::from_ref(&offsets))).await.unwrap();
     let info = metadata.topic(&offsets).expect("the offsets topic exists");
     assert_eq!(info.partitions.values().map(|p| p.replicas.len()).collect::<Vec<_>>(), vec![3]);
     let (records, _) = sluice_tests::dump::java_dump_at(&bootstrap, &topic, "read_committed");
