@@ -261,4 +261,14 @@ for i, text in enumerate([b"GET /metrics HTTP/1.1\r\nHost: localhost:9464\r\nAcc
                           b"GET / HTTP/1.1\r\nX: " + b"a" * 8200 + b"\r\n\r\n", b""]):
     put("metrics_http", "seed-%02d" % i, text)
 
+# write_position: offsets-topic values of `sluice write` (a position, another version), a JSON
+# line with mapped fields, a `sluice read` row, an RFC 3339 time, deep nesting.
+for i, text in enumerate([
+        b'{"version":1,"topic":"orders","byte_offset":1234,"line":20,"records":19,"dead_letters":1,"input":{"path":"/data/in.jsonl","device":2049,"inode":131,"prefix_bytes":1234,"prefix_fnv1a64":"af63bd4c8601b7df"}}',
+        b'{"version":2,"topic":"t","byte_offset":0,"line":0,"records":0,"dead_letters":0,"input":{"path":"","device":0,"inode":0,"prefix_bytes":0,"prefix_fnv1a64":""}}',
+        b'{"k":"a","t":"2026-12-01T21:54:31.123+02:00","h":[["a","b"],["c",null]]}',
+        b'{"topic":"t","partition":2,"offset":5,"tombstone":false,"_sluice_event_id":"x","_sluice_event_ts":{"millis":1,"type":"create_time"},"_sluice_headers":[[{"utf8":"h"},{"base64":"/wA="}]],"_sluice_key":{"utf8":"k"},"payload":{"base64":"AAE="}}',
+        b"1970-01-01T00:00:00Z", b"[" * 20]):
+    put("write_position", "seed-%02d" % i, text)
+
 print("corpus written to", CORPUS)

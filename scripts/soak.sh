@@ -16,6 +16,9 @@
 #   producer faults     SLUICE_PRODUCER_FAULT_ROUNDS (default 20 response cuts),
 #                       SLUICE_PRODUCER_CLUSTER_ROUNDS (default 10 leader SIGKILLs)
 #                                                            tests/tests/producer_faults.rs
+#   sluice write        SLUICE_WRITE_KILLS    (default 100 kill -9 exactly once, 50 at least
+#                                             once; and every fault point)
+#                                                            connector/tests/write.rs
 #   re-authentication   SLUICE_REAUTH_SECS    (default 60 s per mechanism: SCRAM, PLAIN,
 #                                             OAUTHBEARER; and the continuous sluice read)
 #                                                            tests/tests/reauthentication.rs,
@@ -37,6 +40,7 @@ export SLUICE_PG_CRASH_ROUNDS="${SLUICE_PG_CRASH_ROUNDS:-90}"
 export SLUICE_PRODUCER_FAULT_ROUNDS="${SLUICE_PRODUCER_FAULT_ROUNDS:-20}"
 export SLUICE_PRODUCER_CLUSTER_ROUNDS="${SLUICE_PRODUCER_CLUSTER_ROUNDS:-10}"
 export SLUICE_REAUTH_SECS="${SLUICE_REAUTH_SECS:-60}"
+export SLUICE_WRITE_KILLS="${SLUICE_WRITE_KILLS:-100}"
 
 tests/kafka/broker.sh fetch
 tests/kafka/broker.sh start >/dev/null
@@ -55,7 +59,7 @@ log=target/soak.log
 mkdir -p target
 : >"$log"
 status=0
-for suite in crash_points cluster_failover network_faults disk_faults group postgres; do
+for suite in crash_points cluster_failover network_faults disk_faults group postgres write; do
   echo "== soak: $suite" | tee -a "$log"
   started=$SECONDS
   if ! cargo test --locked -p sluice --test "$suite" -- --nocapture --test-threads=1 >>"$log" 2>&1; then

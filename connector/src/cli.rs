@@ -9,12 +9,14 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 
-use sluice_wire::{AuthFailure, ClientError, ConnectionError, TlsField, TlsProblem};
+use sluice_wire::{AuthFailure, ClientError, Compression, ConnectionError, TlsField, TlsProblem};
 
 use crate::config::Config;
 use crate::destination::WritePolicy;
 use crate::read::{self, ReadError, ReadMode, ReadOptions, ReadProgress};
 use crate::rows::{METADATA_COLUMNS, TRANSPORT_COLUMNS};
+use crate::write::line::{FieldMapping, InputFormat};
+use crate::write::{CommitMode, Input, WriteOptions, WriteSummary};
 
 /// A parsed command line: the global options and the command.
 #[derive(Debug, Clone)]
@@ -46,6 +48,10 @@ pub enum Command {
         config: PathBuf,
         dest: Option<String>,
         json: bool,
+    },
+    Write {
+        config: PathBuf,
+        options: WriteOptions,
     },
     Completions {
         shell: CompletionShell,
@@ -106,6 +112,7 @@ where
             Command::Read { config: read.config, options }
         }
         CliCommand::Status { config, dest, json } => Command::Status { config, dest, json },
+        CliCommand::Write(args) => write_command(args)?,
         CliCommand::Completions { shell } => Command::Completions { shell },
     };
     Ok(Invocation { log_format: cli.log_format, command })
@@ -215,7 +222,7 @@ fn usage_error(subcommand: &str, kind: ErrorKind, message: &str) -> clap::Error 
 }
 
 /// Reads Kafka topics into a directory: bounded windows or continuously, certifying each epoch
-/// after it is durably written.
+/// after it is durably written; writes JSON Lines into a topic, at least or exactly once.
 #[derive(Debug, Parser)]
 #[command(name = "sluice", version, arg_required_else_help = true, disable_help_subcommand = false)]
 struct Cli {
@@ -268,6 +275,10 @@ enum CliCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Writes JSON Lines (a file, or `-` for standard input) into a topic, one record per line:
+    /// at least once, or (files) exactly once, a transaction per chunk with the input position
+    /// in the offsets topic; a restart resumes from the last committed position.
+    Write(WriteArgs),
     /// Prints a shell completion script, e.g. `sluice completions bash > /etc/bash_completion.d/sluice`.
     Completions {
         #[arg(value_enum)]
@@ -298,6 +309,149 @@ struct ReadArgs {
     /// http://HOST:PORT/metrics while the read runs, e.g. `127.0.0.1:9464`. Off by default.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_host_port)]
     metrics_addr: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct WriteArgs {
+    /// The configuration file (JSON): the connection, and `on_malformed`.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The topic to write (it must exist).
+    #[arg(long, value_name = "TOPIC")]
+    topic: String,
+    /// The JSON Lines file, or `-` for standard input.
+    #[arg(long, value_name = "FILE|-", default_value = "-")]
+    input: PathBuf,
+    /// `lines`: any JSON per line; `rows`: the rows `sluice read` writes into a directory's
+    /// segments, written back with their keys, headers, timestamps and partitions.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = FormatArg::Lines)]
+    format: FormatArg,
+    /// `at_least_once`, or `exactly_once` (a file only): a transaction per chunk.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = CommitModeArg::AtLeastOnce)]
+    commit_mode: CommitModeArg,
+    /// A string field whose text is the record's key.
+    #[arg(long, value_name = "FIELD")]
+    key_field: Option<String>,
+    /// A field with the record's timestamp: milliseconds since the epoch, or an RFC 3339 string.
+    #[arg(long, value_name = "FIELD")]
+    timestamp_field: Option<String>,
+    /// A field with the record's headers: an object of string (or null) values, or an array of
+    /// [key, value] pairs.
+    #[arg(long, value_name = "FIELD")]
+    headers_field: Option<String>,
+    /// A field that is the record's value (a string's text, null for a tombstone, else its
+    /// JSON) instead of the whole line.
+    #[arg(long, value_name = "FIELD")]
+    value_field: Option<String>,
+    /// The codec of the record batches.
+    #[arg(long, value_enum, value_name = "CODEC", default_value_t = CompressionArg::None)]
+    compression: CompressionArg,
+    /// The compacted topic holding each job's input position (created if missing).
+    #[arg(long, value_name = "TOPIC", default_value = crate::write::DEFAULT_OFFSETS_TOPIC)]
+    offsets_topic: String,
+    /// The job's name: its transactional id and its key in the offsets topic. Default: from the
+    /// topic and the input's absolute path.
+    #[arg(long, value_name = "NAME")]
+    job_id: Option<String>,
+    /// Lines per chunk (a transaction with exactly_once, a position commit with at_least_once).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    chunk_records: u64,
+    /// Input bytes per chunk at most.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    chunk_bytes: u64,
+    /// Where `on_malformed: dead_letter` sets malformed lines aside. Default: the input's path
+    /// followed by `.dead-letters.jsonl`.
+    #[arg(long, value_name = "FILE")]
+    dead_letter_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FormatArg {
+    Lines,
+    Rows,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CommitModeArg {
+    #[value(name = "at_least_once")]
+    AtLeastOnce,
+    #[value(name = "exactly_once")]
+    ExactlyOnce,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CompressionArg {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+fn write_command(args: WriteArgs) -> Result<Command, clap::Error> {
+    let input = if args.input.as_os_str() == "-" { Input::Stdin } else { Input::File(args.input) };
+    let commit_mode = match args.commit_mode {
+        CommitModeArg::AtLeastOnce => CommitMode::AtLeastOnce,
+        CommitModeArg::ExactlyOnce => CommitMode::ExactlyOnce,
+    };
+    if commit_mode == CommitMode::ExactlyOnce && input == Input::Stdin {
+        return Err(usage_error(
+            "write",
+            ErrorKind::ArgumentConflict,
+            "--commit-mode exactly_once needs --input FILE: standard input cannot be read again from a committed \
+             position after a crash, so it supports only at_least_once",
+        ));
+    }
+    let mapping = FieldMapping {
+        key_field: args.key_field,
+        timestamp_field: args.timestamp_field,
+        headers_field: args.headers_field,
+        value_field: args.value_field,
+    };
+    let format = match args.format {
+        FormatArg::Lines => InputFormat::Lines,
+        FormatArg::Rows => InputFormat::Rows,
+    };
+    if format == InputFormat::Rows && !mapping.is_empty() {
+        return Err(usage_error(
+            "write",
+            ErrorKind::ArgumentConflict,
+            "--format rows takes the key, headers, timestamp and value from the row's columns: drop --key-field, \
+             --timestamp-field, --headers-field and --value-field",
+        ));
+    }
+    let mut options = WriteOptions::new(args.topic, input);
+    options.format = format;
+    options.mapping = mapping;
+    options.commit_mode = commit_mode;
+    options.compression = match args.compression {
+        CompressionArg::None => Compression::None,
+        CompressionArg::Gzip => Compression::Gzip,
+        CompressionArg::Snappy => Compression::Snappy,
+        CompressionArg::Lz4 => Compression::Lz4,
+        CompressionArg::Zstd => Compression::Zstd,
+    };
+    options.offsets_topic = args.offsets_topic;
+    options.job_id = args.job_id;
+    options.chunk_records = args.chunk_records;
+    options.chunk_bytes = args.chunk_bytes;
+    options.dead_letter_file = args.dead_letter_file;
+    Ok(Command::Write { config: args.config, options })
+}
+
+/// The summary line of `sluice write`.
+pub fn write_summary_line(summary: &WriteSummary, elapsed: Duration) -> String {
+    let resumed = summary.resumed_after_line.map_or(String::new(), |line| format!(", resumed after line {line}"));
+    let stopped = if summary.stopped { ", stopped by a signal before the end of the input" } else { "" };
+    format!(
+        "wrote {} records ({} dead letters) from {} lines in {} chunks in {:.1} s, job {}{resumed}{stopped}",
+        summary.records,
+        summary.dead_letters,
+        summary.lines,
+        summary.chunks,
+        elapsed.as_secs_f64(),
+        summary.job_id
+    )
 }
 
 /// `HOST:PORT` with a port number (`[v6]:PORT` for IPv6); the host is resolved when binding.

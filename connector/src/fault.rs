@@ -25,6 +25,11 @@
 //! | `pg.rows.copied` | Postgres: ... rows and dead letters copied, not yet committed |
 //! | `pg.committed` | Postgres: ... committed, not yet reported to the writer |
 //! | `pg.run.moved` | Postgres: a bounded run's staged tables moved into place, not yet committed |
+//! | `write.begun` | `sluice write`: producer started (exactly once: transactions initialised), position loaded, nothing sent |
+//! | `write.records.sent` | ... a chunk's records handed to the producer, nothing committed |
+//! | `write.dead_letters.written` | ... the chunk's dead letters appended and fsynced, position not yet sent |
+//! | `write.position.sent` | ... the chunk's position record handed to the producer (at least once: before it is acknowledged), not committed |
+//! | `write.committed` | ... the chunk's transaction committed (at least once: its position acknowledged), not yet counted |
 
 /// The environment variable that arms one point.
 pub const ENV: &str = "SLUICE_FAULT_POINT";

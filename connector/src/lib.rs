@@ -15,6 +15,7 @@
 //! * [`rows`]: the schema of a resource and the row each record becomes.
 //! * [`row_lines`]: rows rendered into JSON Lines, with the shortcut for flat JSON objects.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
+//! * [`write`]: `sluice write`, JSON Lines into a topic, at least once or exactly once.
 //! * [`status`]: `sluice status`, a destination's certified positions against the cluster.
 //! * [`metrics`]: the Prometheus metrics of `sluice read --metrics-addr`.
 //! * [`fault`]: crash points for the reliability tests (compiled in only with `fault-points`).
@@ -30,3 +31,4 @@ pub mod read;
 pub mod row_lines;
 pub mod rows;
 pub mod status;
+pub mod write;

@@ -1,5 +1,5 @@
 #![forbid(unsafe_code)]
-//! The `sluice` command line: `check`, `discover`, `read`, `status` and `completions`.
+//! The `sluice` command line: `check`, `discover`, `read`, `status`, `write` and `completions`.
 //!
 //! stdout carries the command's output (the check and discover text, the JSON of `--json`, the
 //! progress line and summary of a read); stderr carries log lines (through `tracing`, as text or
@@ -145,6 +145,25 @@ async fn run(command: Command) -> ExitCode {
                     } else {
                         ExitCode::FAILURE
                     }
+                }
+                Err(error) => fail(&error),
+            }
+        }
+        Command::Write { config, options } => {
+            let config = match load(&config) {
+                Ok(config) => config,
+                Err(code) => return code,
+            };
+            let stop = StopSignal::new();
+            spawn_signal_handler(stop.clone());
+            let started = Instant::now();
+            let mut progress = |summary: &sluice::write::WriteSummary| {
+                tracing::debug!(lines = summary.lines, records = summary.records, "chunk committed");
+            };
+            match sluice::write::write(&config, &options, &stop, &mut progress).await {
+                Ok(summary) => {
+                    println!("{}", cli::write_summary_line(&summary, started.elapsed()));
+                    ExitCode::SUCCESS
                 }
                 Err(error) => fail(&error),
             }

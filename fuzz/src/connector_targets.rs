@@ -21,6 +21,7 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "json_rows" => json_rows(data),
         "pg_numeric" => pg_numeric(data),
         "metrics_http" => metrics_http(data),
+        "write_position" => write_position(data),
         _ => return false,
     }
     true
@@ -273,5 +274,29 @@ pub fn metrics_http(data: &[u8]) {
         }
         Err(HttpError::TooLarge) => assert!(data.len() >= MAX_REQUEST_BYTES),
         Ok(None) | Err(HttpError::Malformed) => {}
+    }
+}
+
+/// A value read from `sluice write`'s offsets topic (`sluice::write::position`): no panic; an
+/// accepted position encodes to JSON that decodes to the same position. The same bytes also go
+/// through the line mapping of both input formats (`sluice::write::line`), which must not panic.
+pub fn write_position(data: &[u8]) {
+    use sluice::write::line::{line_to_record, FieldMapping, InputFormat};
+    use sluice::write::position::Position;
+    if let Some(position) = Position::decode(data) {
+        assert_eq!(Position::decode(&position.encode()).as_ref(), Some(&position));
+    }
+    let mapping = FieldMapping {
+        key_field: Some("k".into()),
+        timestamp_field: Some("t".into()),
+        headers_field: Some("h".into()),
+        value_field: None,
+    };
+    for format in [InputFormat::Lines, InputFormat::Rows] {
+        let _ = line_to_record(data, format, &FieldMapping::default(), 0);
+        let _ = line_to_record(data, format, &mapping, 0);
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = sluice::write::line::parse_rfc3339_millis(text);
     }
 }
