@@ -804,7 +804,7 @@ async fn a_worker_frozen_in_the_middle_of_a_copy_does_not_stall_the_next_owner()
     let frozen = host(1, &[("SLUICE_FAULT_POINT", "pg.copy.started:10:stop")]);
     let pid = frozen.pid();
     let deadline = Instant::now() + Duration::from_secs(90);
-    while !is_stopped(pid) {
+    while !common::is_stopped(pid) {
         survivor.assert_running("waiting for the other worker to freeze");
         assert!(Instant::now() < deadline, "the worker never froze in a COPY: {}", frozen.stderr_text());
         tokio::time::sleep(Duration::from_millis(50)).await;
