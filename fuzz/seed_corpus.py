@@ -307,3 +307,8 @@ put("avro_datum", "empty-records", b"\x04" + zz(1) + astr("k") + zz(-3) + zz(0) 
 put("avro_datum", "nested", b"\x05" + zz(1) + zz(1) + zz(1) + astr("a") + zz(2) + astr("x") + zz(0) + zz(0) + zz(0))
 put("avro_datum", "own-schema", b"\xf0" + b'{"type":"record","name":"r","fields":[{"name":"a","type":"long"},{"name":"b","type":"string"}]}' + b"\xff" + zz(64) + astr("foo"))
 put("avro_datum", "huge-string", b"\xf0" + b'"string"' + b"\xff" + zz(2 << 30))
+
+put("registry_response", "by-id", b'{"schema":"{\\"type\\":\\"record\\",\\"name\\":\\"r\\",\\"fields\\":[{\\"name\\":\\"a\\",\\"type\\":\\"int\\"}]}"}')
+put("registry_response", "version", b'{"subject":"s","version":2,"id":7,"schemaType":"PROTOBUF","schema":"syntax = \\"proto3\\";","references":[{"name":"a.proto","subject":"a","version":1}]}')
+put("registry_response", "error", b'{"error_code":40403,"message":"Schema not found"}')
+put("registry_response", "json-schema", b'{"schemaType":"JSON","schema":"{}","references":null}')

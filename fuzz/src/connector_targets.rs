@@ -24,6 +24,7 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "confluent_framing" => confluent_framing(data),
         "avro_schema" => avro_schema(data),
         "avro_datum" => avro_datum(data),
+        "registry_response" => registry_response(data),
         _ => return false,
     }
     true
@@ -413,4 +414,20 @@ pub fn avro_datum(data: &[u8]) {
     let mut encoded_again = Vec::new();
     encode(&schema, schema.root(), &again, &mut encoded_again).expect("encodes again");
     assert_eq!(encoded, encoded_again);
+}
+
+/// A schema registry's answer body (`/schemas/ids/{id}`, `/subjects/{s}/versions/{v}`): no
+/// panic; an accepted answer has the schema text and at most `MAX_REFERENCES` references, each
+/// taken from the body; an Avro schema in it goes through the schema parser.
+pub fn registry_response(data: &[u8]) {
+    use sluice::registry::client::{decode_schema_response, SchemaType, MAX_REFERENCES};
+    let Ok(answer) = decode_schema_response(data) else { return };
+    assert!(answer.references.len() <= MAX_REFERENCES);
+    assert!(answer.schema.len() <= data.len(), "the schema text comes from the body");
+    for reference in &answer.references {
+        assert!(reference.subject.len() + reference.name.len() <= data.len());
+    }
+    if answer.schema_type == SchemaType::Avro {
+        let _ = sluice::registry::avro::Schema::parse(&answer.schema);
+    }
 }

@@ -49,4 +49,4 @@ pub const TARGETS: &[&str] = &[
 /// Targets whose code is in `connector_targets.rs` (depends on the `sluice` connector crate,
 /// which `sluice-wire` cannot), replayed by `connector/tests/fuzz_corpus_replay.rs`.
 pub const CONNECTOR_TARGETS: &[&str] =
-    &["json_rows", "pg_numeric", "metrics_http", "confluent_framing", "avro_schema", "avro_datum"];
+    &["json_rows", "pg_numeric", "metrics_http", "confluent_framing", "avro_schema", "avro_datum", "registry_response"];
