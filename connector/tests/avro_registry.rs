@@ -203,6 +203,27 @@ async fn avro_from_confluent_python_serializer_decodes_field_by_field() {
         }
     }
 
+    // A rough figure, not a benchmark (printed, not asserted): these records decoded in a loop.
+    let schema =
+        registry.avro_schema(framing::split(records[0].value.as_ref().unwrap()).unwrap().schema_id).await.unwrap();
+    let payloads: Vec<&[u8]> =
+        records.iter().map(|r| framing::split(r.value.as_ref().unwrap()).unwrap().payload).collect();
+    let started = Instant::now();
+    let rounds = 5_000;
+    for _ in 0..rounds {
+        for payload in &payloads {
+            std::hint::black_box(decode(&schema, payload, DecodeLimits::default()).unwrap());
+        }
+    }
+    let rows = (rounds * payloads.len()) as f64;
+    let bytes: usize = payloads.iter().map(|p| p.len()).sum::<usize>() * rounds;
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "decoded {rows} rows ({bytes} bytes) in {seconds:.3} s: {:.0} rows/s, {:.1} MB/s",
+        rows / seconds,
+        bytes as f64 / seconds / 1e6
+    );
+
     // An id the registry never gave out is named as such.
     let error = registry.avro_schema(SchemaId(987_654)).await.unwrap_err();
     assert!(matches!(error.kind, RegistryErrorKind::NotFound), "{error}");
