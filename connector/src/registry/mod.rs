@@ -5,4 +5,5 @@
 
 pub mod avro;
 pub mod client;
+pub mod columns;
 pub mod framing;
