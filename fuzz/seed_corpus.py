@@ -272,3 +272,53 @@ for i, text in enumerate([
     put("write_position", "seed-%02d" % i, text)
 
 print("corpus written to", CORPUS)
+
+# Schema registry payloads (connector targets; see fuzz/src/connector_targets.rs).
+def zz(n):
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n == 0:
+            out.append(b)
+            return bytes(out)
+        out.append(b | 0x80)
+
+def astr(s):
+    b = s.encode() if isinstance(s, str) else s
+    return zz(len(b)) + b
+
+put("confluent_framing", "avro", b"\x00\x00\x00\x00\x07" + astr("hello"))
+put("confluent_framing", "protobuf-first", b"\x00\x00\x00\x01\x00\x00\x08\x96\x01")
+put("confluent_framing", "protobuf-first-long-form", b"\x00\x00\x00\x01\x00\x02\x00\x08\x96\x01")
+put("confluent_framing", "protobuf-nested", b"\x00\x7f\xff\xff\xff" + zz(3) + zz(1) + zz(0) + zz(70000) + b"\x08\x01")
+put("confluent_framing", "unframed-json", b'{"a":1}')
+put("confluent_framing", "short", b"\x00\x00\x01")
+
+put("avro_schema", "record", b'{"type":"record","name":"r","namespace":"a.b","fields":[{"name":"x","type":["null",{"type":"array","items":{"type":"map","values":"r"}}]},{"name":"e","type":{"type":"enum","name":"E","symbols":["A"]}},{"name":"f","type":{"type":"fixed","name":"F","size":16,"logicalType":"uuid"}},{"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},{"name":"t","type":{"type":"long","logicalType":"timestamp-micros"}}]}')
+put("avro_schema", "reference", b'{"type":"enum","name":"Color","namespace":"shop","symbols":["RED"]}\x00{"type":"record","name":"shop.Item","fields":[{"name":"c","type":"Color"},{"name":"d","type":"shop.Color"}]}')
+put("avro_schema", "primitive", b'"string"')
+put("avro_schema", "union", b'["null","int",{"type":"string","logicalType":"uuid"}]')
+
+# avro_datum: [schema pick] + datum; the picks index AVRO_DATUM_SCHEMAS.
+all_types = (zz(0) * 0 + b"\x01" + zz(-5) + zz(1 << 40) + struct.pack("<f", 1.5) + struct.pack("<d", -2.5)
+             + astr(b"\x00\xff") + astr("s") + zz(2) + b"abcd" + zz(2) + zz(0) + zz(1) + zz(0)
+             + zz(-2) + zz(8) + astr("k") + zz(1) + b"wxyz" + astr("j") + zz(0) + zz(0) + zz(1) + zz(99))
+put("avro_datum", "all-types", b"\x00" + all_types)
+logical = (astr(b"\xff\x6a") + b"\x00\x00\x00\x00\x00\x00\x30\x39" + astr("6f1c2e0a-0000-4000-8000-000000000001")
+           + bytes(range(16)) + zz(19000) + zz(1000) + zz(2000) + zz(1700000000000) + zz(1700000000000000)
+           + zz(-1) + zz(5) + zz(6))
+put("avro_datum", "logical", b"\x01" + logical)
+put("avro_datum", "linked-list", b"\x02" + zz(1) + zz(1) + zz(2) + zz(1) + zz(3) + zz(0))
+put("avro_datum", "many-nulls", b"\x03" + zz(1000) + zz(0))
+put("avro_datum", "billion-nulls", b"\x03" + zz(1000000000) + zz(0))
+put("avro_datum", "empty-records", b"\x04" + zz(1) + astr("k") + zz(-3) + zz(0) + zz(0) + zz(0))
+put("avro_datum", "nested", b"\x05" + zz(1) + zz(1) + zz(1) + astr("a") + zz(2) + astr("x") + zz(0) + zz(0) + zz(0))
+put("avro_datum", "own-schema", b"\xf0" + b'{"type":"record","name":"r","fields":[{"name":"a","type":"long"},{"name":"b","type":"string"}]}' + b"\xff" + zz(64) + astr("foo"))
+put("avro_datum", "huge-string", b"\xf0" + b'"string"' + b"\xff" + zz(2 << 30))
+
+put("registry_response", "by-id", b'{"schema":"{\\"type\\":\\"record\\",\\"name\\":\\"r\\",\\"fields\\":[{\\"name\\":\\"a\\",\\"type\\":\\"int\\"}]}"}')
+put("registry_response", "version", b'{"subject":"s","version":2,"id":7,"schemaType":"PROTOBUF","schema":"syntax = \\"proto3\\";","references":[{"name":"a.proto","subject":"a","version":1}]}')
+put("registry_response", "error", b'{"error_code":40403,"message":"Schema not found"}')
+put("registry_response", "json-schema", b'{"schemaType":"JSON","schema":"{}","references":null}')

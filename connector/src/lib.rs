@@ -12,6 +12,7 @@
 //! * [`config`]: the JSON configuration file, validated, with secrets redacted.
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.
 //! * [`checkpoint`]: per-partition checkpoints, incarnations and event ids.
+//! * [`registry`]: schema-registry payloads: the Confluent framing and Avro.
 //! * [`rows`]: the schema of a resource and the row each record becomes.
 //! * [`row_lines`]: rows rendered into JSON Lines, with the shortcut for flat JSON objects.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
@@ -28,6 +29,7 @@ pub mod fault;
 pub mod json;
 pub mod metrics;
 pub mod read;
+pub mod registry;
 pub mod row_lines;
 pub mod rows;
 pub mod status;

@@ -22,6 +22,10 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "pg_numeric" => pg_numeric(data),
         "metrics_http" => metrics_http(data),
         "write_position" => write_position(data),
+        "confluent_framing" => confluent_framing(data),
+        "avro_schema" => avro_schema(data),
+        "avro_datum" => avro_datum(data),
+        "registry_response" => registry_response(data),
         _ => return false,
     }
     true
@@ -298,5 +302,161 @@ pub fn write_position(data: &[u8]) {
     }
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = sluice::write::line::parse_rfc3339_millis(text);
+    }
+}
+
+/// The Confluent framing and the Protobuf message-index array after it: whatever splits
+/// re-frames to the same bytes; whatever index array decodes re-encodes (in the canonical form,
+/// `[0]` as 0x00) to bytes that decode to the same indexes, and the message bytes are the
+/// input's tail.
+pub fn confluent_framing(data: &[u8]) {
+    use sluice::registry::framing;
+    let Ok(framed) = framing::split(data) else { return };
+    let mut again = Vec::new();
+    framing::write_header(framed.schema_id, &mut again);
+    again.extend_from_slice(framed.payload);
+    assert_eq!(again, data, "re-framed bytes differ");
+    if let Ok((indexes, message)) = framing::message_indexes(framed.payload) {
+        assert!(!indexes.is_empty() && indexes.len() <= framing::MAX_MESSAGE_INDEXES);
+        assert!(framed.payload.ends_with(message));
+        let mut encoded = Vec::new();
+        framing::write_message_indexes(&indexes, &mut encoded);
+        let written = encoded.len();
+        encoded.extend_from_slice(message);
+        let (decoded, rest) = framing::message_indexes(&encoded).expect("re-encoded indexes decode");
+        assert_eq!(decoded, indexes);
+        assert_eq!(rest, message);
+        assert!(written <= framed.payload.len() - message.len(), "canonical form is never longer");
+    }
+}
+
+/// The Avro schema parser on JSON text: the input split at the first 0x00 into a referenced
+/// schema and the schema (or the schema alone). No panic; a parsed schema's every node id
+/// resolves (`Schema::node` never falls back), and parsing is deterministic.
+pub fn avro_schema(data: &[u8]) {
+    use sluice::registry::avro::{Node, Schema, SchemaParser};
+    let (reference, text) = match data.iter().position(|&byte| byte == 0) {
+        Some(at) => (Some(&data[..at]), &data[at + 1..]),
+        None => (None, data),
+    };
+    let Ok(text) = std::str::from_utf8(text) else { return };
+    let mut parser = SchemaParser::new();
+    if let Some(reference) = reference {
+        let Ok(reference) = std::str::from_utf8(reference) else { return };
+        if parser.add_reference(reference).is_err() {
+            return;
+        }
+    }
+    let Ok(schema) = parser.parse(text) else { return };
+    // Every id the schema holds names one of its nodes.
+    let len = schema.nodes().len();
+    assert!(schema.root().index() < len);
+    for node in schema.nodes() {
+        let children: Vec<sluice::registry::avro::NodeId> = match node {
+            Node::Record { fields, .. } => fields.iter().map(|field| field.node).collect(),
+            Node::Array(item) | Node::Map(item) => vec![*item],
+            Node::Union(branches) => {
+                assert!(!branches.is_empty());
+                branches.clone()
+            }
+            _ => Vec::new(),
+        };
+        assert!(children.iter().all(|child| child.index() < len), "a dangling node id");
+    }
+    if reference.is_none() {
+        assert_eq!(Schema::parse(text).expect("parses twice"), schema);
+    }
+}
+
+/// Schemas for `avro_datum`, picked by the first input byte; together they use every type.
+const AVRO_DATUM_SCHEMAS: &[&str] = &[
+    r#"{"type":"record","name":"all","namespace":"fuzz","fields":[
+        {"name":"n","type":"null"},{"name":"b","type":"boolean"},{"name":"i","type":"int"},
+        {"name":"l","type":"long"},{"name":"f","type":"float"},{"name":"d","type":"double"},
+        {"name":"by","type":"bytes"},{"name":"s","type":"string"},
+        {"name":"e","type":{"type":"enum","name":"E","symbols":["A","B","C"]}},
+        {"name":"fx","type":{"type":"fixed","name":"F","size":4}},
+        {"name":"a","type":{"type":"array","items":"E"}},
+        {"name":"m","type":{"type":"map","values":["null","F","string"]}},
+        {"name":"o","type":["null","long"]}]}"#,
+    r#"{"type":"record","name":"logical","fields":[
+        {"name":"dec","type":{"type":"bytes","logicalType":"decimal","precision":38,"scale":9}},
+        {"name":"decf","type":{"type":"fixed","name":"D","size":8,"logicalType":"decimal","precision":18,"scale":2}},
+        {"name":"u","type":{"type":"string","logicalType":"uuid"}},
+        {"name":"uf","type":{"type":"fixed","name":"U","size":16,"logicalType":"uuid"}},
+        {"name":"date","type":{"type":"int","logicalType":"date"}},
+        {"name":"tm","type":{"type":"int","logicalType":"time-millis"}},
+        {"name":"tu","type":{"type":"long","logicalType":"time-micros"}},
+        {"name":"tsm","type":{"type":"long","logicalType":"timestamp-millis"}},
+        {"name":"tsu","type":{"type":"long","logicalType":"timestamp-micros"}},
+        {"name":"tsn","type":{"type":"long","logicalType":"timestamp-nanos"}},
+        {"name":"lm","type":{"type":"long","logicalType":"local-timestamp-millis"}},
+        {"name":"lu","type":{"type":"long","logicalType":"local-timestamp-micros"}}]}"#,
+    r#"{"type":"record","name":"list","fields":[{"name":"v","type":"int"},{"name":"next","type":["null","list"]}]}"#,
+    r#"{"type":"array","items":"null"}"#,
+    r#"{"type":"map","values":{"type":"array","items":{"type":"record","name":"empty","fields":[]}}}"#,
+    r#"{"type":"array","items":{"type":"array","items":{"type":"map","values":["null","int","string","boolean"]}}}"#,
+];
+
+/// The Avro datum decoder under the slot budget the fuzz allocation bound allows (2 slots per
+/// byte): the first byte picks a schema of [`AVRO_DATUM_SCHEMAS`], or (past their number) takes
+/// the schema from the input up to the first 0xFF. No panic; a decoded datum encodes to bytes
+/// no longer than the datum (canonical blocks and varints), which decode and encode again to the
+/// same bytes; decimals and uuids render.
+pub fn avro_datum(data: &[u8]) {
+    use sluice::registry::avro::datum::{decimal_text, encode, uuid_text};
+    use sluice::registry::avro::{decode, DecodeLimits, Schema, Value as Avro};
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let (schema, datum) = match AVRO_DATUM_SCHEMAS.get(usize::from(pick)) {
+        Some(text) => (Schema::parse(text).expect("the fuzz schemas parse"), rest),
+        None => {
+            let at = rest.iter().position(|&byte| byte == 0xFF).unwrap_or(rest.len());
+            let Ok(text) = std::str::from_utf8(&rest[..at]) else { return };
+            let Ok(schema) = Schema::parse(text) else { return };
+            (schema, rest.get(at + 1..).unwrap_or_default())
+        }
+    };
+    let limits = DecodeLimits { values_per_byte: 2, ..DecodeLimits::default() };
+    let Ok(value) = decode(&schema, datum, limits) else { return };
+    fn render(value: &Avro<'_>) {
+        match value {
+            Avro::Decimal { unscaled, scale } => {
+                let text = decimal_text(unscaled, *scale);
+                assert!(text.parse::<f64>().is_ok(), "{text}");
+            }
+            Avro::UuidFixed(bytes) => assert_eq!(uuid_text(bytes).len(), 36),
+            Avro::Record(items) | Avro::Array(items) => items.iter().for_each(render),
+            Avro::Map(entries) => entries.iter().for_each(|(_, value)| render(value)),
+            Avro::Union(_, inner) => render(inner),
+            _ => {}
+        }
+    }
+    render(&value);
+    let mut encoded = Vec::new();
+    encode(&schema, schema.root(), &value, &mut encoded).expect("a decoded value encodes");
+    assert!(encoded.len() <= datum.len(), "canonical encoding longer than the datum");
+    // The canonical form may be shorter (minimal varints, merged blocks), and the slot budget
+    // follows the length: decode it under the original datum's budget.
+    let original_budget = datum.len().saturating_mul(limits.values_per_byte).saturating_add(limits.extra_values);
+    let again_limits = DecodeLimits { extra_values: original_budget, ..limits };
+    let again = decode(&schema, &encoded, again_limits).expect("the canonical encoding decodes");
+    let mut encoded_again = Vec::new();
+    encode(&schema, schema.root(), &again, &mut encoded_again).expect("encodes again");
+    assert_eq!(encoded, encoded_again);
+}
+
+/// A schema registry's answer body (`/schemas/ids/{id}`, `/subjects/{s}/versions/{v}`): no
+/// panic; an accepted answer has the schema text and at most `MAX_REFERENCES` references, each
+/// taken from the body; an Avro schema in it goes through the schema parser.
+pub fn registry_response(data: &[u8]) {
+    use sluice::registry::client::{decode_schema_response, SchemaType, MAX_REFERENCES};
+    let Ok(answer) = decode_schema_response(data) else { return };
+    assert!(answer.references.len() <= MAX_REFERENCES);
+    assert!(answer.schema.len() <= data.len(), "the schema text comes from the body");
+    for reference in &answer.references {
+        assert!(reference.subject.len() + reference.name.len() <= data.len());
+    }
+    if answer.schema_type == SchemaType::Avro {
+        let _ = sluice::registry::avro::Schema::parse(&answer.schema);
     }
 }

@@ -48,4 +48,13 @@ pub const TARGETS: &[&str] = &[
 
 /// Targets whose code is in `connector_targets.rs` (depends on the `sluice` connector crate,
 /// which `sluice-wire` cannot), replayed by `connector/tests/fuzz_corpus_replay.rs`.
-pub const CONNECTOR_TARGETS: &[&str] = &["json_rows", "pg_numeric", "metrics_http", "write_position"];
+pub const CONNECTOR_TARGETS: &[&str] = &[
+    "json_rows",
+    "pg_numeric",
+    "metrics_http",
+    "write_position",
+    "confluent_framing",
+    "avro_schema",
+    "avro_datum",
+    "registry_response",
+];

@@ -1,0 +1,459 @@
+//! A Confluent-compatible schema registry client: schemas fetched by id, cached for the
+//! process, their references resolved.
+//!
+//! Two layers, as everywhere in Sluice: the answers are decoded sans-IO
+//! ([`decode_schema_response`], bounded and fuzzed: `registry_response`), and
+//! [`RegistryClient`] only sends requests over `sluice-wire`'s small HTTPS client (rustls, the
+//! broker connections' provider) and keeps the cache.
+//!
+//! * `GET /schemas/ids/{id}`: `{"schema": "<text>", "schemaType": "AVRO"|"PROTOBUF"|"JSON",
+//!   "references": [{"name", "subject", "version"}]}` (`schemaType` absent means Avro).
+//! * A reference is fetched as `GET /subjects/{subject}/versions/{version}` and parsed before
+//!   the schema that names it (dependencies first); at most [`MAX_REFERENCES`] per schema, at
+//!   most [`MAX_REFERENCE_DEPTH`] deep, a cycle is an error.
+//! * Errors name the registry URL and what was asked for: 401 and 403 say to check the
+//!   credentials, 404 that the id or subject is not registered (the record was written against
+//!   another registry?), 5xx and timeouts are retried [`ATTEMPTS`] times in all with a short
+//!   backoff, then fail. Credentials never appear in errors or `Debug`.
+//!
+//! # References
+//!
+//! - Confluent Schema Registry API reference: `/schemas/ids/{id}`,
+//!   `/subjects/{subject}/versions/{version}`, schema references.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_wire::http::{percent_encode, HttpClient, HttpConfig, HttpError, HttpRequest};
+
+use super::avro::{Schema as AvroSchema, SchemaError, SchemaParser};
+use super::framing::SchemaId;
+
+/// References one schema may pull in (all levels together).
+pub const MAX_REFERENCES: usize = 64;
+/// How deep references may nest.
+pub const MAX_REFERENCE_DEPTH: usize = 8;
+/// Tries per request for 5xx answers and transport failures.
+pub const ATTEMPTS: u32 = 3;
+/// The largest answer accepted (a schema's JSON text, escaped in a JSON string).
+pub const MAX_RESPONSE_BYTES: usize = 4 << 20;
+
+/// The kind of schema the registry holds under an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaType {
+    Avro,
+    Protobuf,
+    Json,
+}
+
+impl SchemaType {
+    pub fn name(self) -> &'static str {
+        match self {
+            SchemaType::Avro => "AVRO",
+            SchemaType::Protobuf => "PROTOBUF",
+            SchemaType::Json => "JSON",
+        }
+    }
+}
+
+/// A reference from one schema to another registered one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaReference {
+    /// The name the referring schema uses (an Avro full name, a Protobuf import path).
+    pub name: String,
+    pub subject: String,
+    pub version: i64,
+}
+
+/// A schema as the registry answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredSchema {
+    pub schema_type: SchemaType,
+    /// The schema's text (Avro JSON, a `.proto` file, a JSON Schema).
+    pub schema: String,
+    pub references: Vec<SchemaReference>,
+}
+
+/// Why a registry's answer body is not a schema answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseError(pub String);
+
+impl fmt::Display for ResponseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ResponseError {}
+
+/// Decodes the body of `/schemas/ids/{id}` or `/subjects/{s}/versions/{v}`.
+pub fn decode_schema_response(body: &[u8]) -> Result<RegisteredSchema, ResponseError> {
+    if body.len() > MAX_RESPONSE_BYTES {
+        return Err(ResponseError(format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes")));
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ResponseError(format!("the answer is not JSON ({e})")))?;
+    let Value::Object(object) = value else {
+        return Err(ResponseError("the answer is not a JSON object".into()));
+    };
+    let Some(Value::String(schema)) = object.get("schema") else {
+        return Err(ResponseError("the answer has no string `schema`".into()));
+    };
+    let schema_type = match object.get("schemaType") {
+        None | Some(Value::Null) => SchemaType::Avro,
+        Some(Value::String(kind)) => match kind.as_str() {
+            "AVRO" => SchemaType::Avro,
+            "PROTOBUF" => SchemaType::Protobuf,
+            "JSON" => SchemaType::Json,
+            other => {
+                return Err(ResponseError(format!(
+                    "unknown schemaType `{}`",
+                    other.chars().take(32).collect::<String>()
+                )))
+            }
+        },
+        Some(_) => return Err(ResponseError("`schemaType` is not a string".into())),
+    };
+    let mut references = Vec::new();
+    match object.get("references") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_REFERENCES {
+                return Err(ResponseError(format!("more than {MAX_REFERENCES} references")));
+            }
+            for item in items {
+                let name = item.get("name").and_then(Value::as_str);
+                let subject = item.get("subject").and_then(Value::as_str);
+                let version = item.get("version").and_then(Value::as_i64);
+                let (Some(name), Some(subject), Some(version)) = (name, subject, version) else {
+                    return Err(ResponseError(
+                        "a reference without string `name`, string `subject` and integer `version`".into(),
+                    ));
+                };
+                references.push(SchemaReference { name: name.into(), subject: subject.into(), version });
+            }
+        }
+        Some(_) => return Err(ResponseError("`references` is not an array".into())),
+    }
+    Ok(RegisteredSchema { schema_type, schema: schema.clone(), references })
+}
+
+/// How the client authenticates.
+#[derive(Clone, Default)]
+pub enum RegistryAuth {
+    #[default]
+    None,
+    Basic {
+        username: String,
+        password: String,
+    },
+    Bearer(String),
+}
+
+impl fmt::Debug for RegistryAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegistryAuth::None => "None",
+            RegistryAuth::Basic { .. } => "Basic(<redacted>)",
+            RegistryAuth::Bearer(_) => "Bearer(<redacted>)",
+        })
+    }
+}
+
+/// Settings of a [`RegistryClient`].
+#[derive(Debug, Clone)]
+pub struct RegistrySettings {
+    /// The registry's base URL, e.g. `https://registry.example.com:8081` (a path prefix is kept).
+    pub url: String,
+    pub auth: RegistryAuth,
+    /// A private CA for `https` URLs.
+    pub ca_pem: Option<String>,
+    pub timeout: Duration,
+}
+
+impl RegistrySettings {
+    pub fn new(url: impl Into<String>) -> RegistrySettings {
+        RegistrySettings { url: url.into(), auth: RegistryAuth::None, ca_pem: None, timeout: Duration::from_secs(10) }
+    }
+}
+
+/// What went wrong talking to the registry: `what` is the request (`schema id 7`, `subject
+/// orders-value version 2`), `url` the registry's base URL.
+#[derive(Debug)]
+pub struct RegistryError {
+    pub url: String,
+    pub what: String,
+    pub kind: RegistryErrorKind,
+}
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RegistryErrorKind {
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    /// Another status (5xx after the retries, or an unexpected 2xx-4xx).
+    Status {
+        status: u16,
+        attempts: u32,
+    },
+    /// Transport: connect, TLS, timeout, a broken answer (after the retries when transient).
+    Http {
+        source: HttpError,
+        attempts: u32,
+    },
+    BadResponse(ResponseError),
+    /// The schema (or a reference) is not a valid Avro schema.
+    Schema(SchemaError),
+    /// The id holds another kind of schema than the topic's `format` says.
+    WrongType {
+        expected: SchemaType,
+        found: SchemaType,
+    },
+    /// References nest too deep, are too many, or form a cycle.
+    References(String),
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let RegistryError { url, what, kind } = self;
+        write!(f, "schema registry {url}, {what}: ")?;
+        match kind {
+            RegistryErrorKind::Unauthorized => {
+                write!(f, "401 Unauthorized: check schema_registry's username/password, api_key/api_secret or bearer_token")
+            }
+            RegistryErrorKind::Forbidden => write!(f, "403 Forbidden: the credentials are valid but may not read this subject or schema"),
+            RegistryErrorKind::NotFound => write!(
+                f,
+                "404 Not Found: not registered (was the record written against another registry, or the subject deleted?)"
+            ),
+            RegistryErrorKind::Status { status, attempts } => write!(f, "HTTP status {status} (after {attempts} attempts)"),
+            RegistryErrorKind::Http { attempts, .. } => write!(f, "the request failed (after {attempts} attempts)"),
+            RegistryErrorKind::BadResponse(reason) => write!(f, "not a schema registry answer: {reason}"),
+            RegistryErrorKind::Schema(_) => write!(f, "the registered schema is not a valid Avro schema"),
+            RegistryErrorKind::WrongType { expected, found } => write!(
+                f,
+                "the schema is {} but the topic's format expects {}; set the topic's `format` to match the data",
+                found.name(),
+                expected.name()
+            ),
+            RegistryErrorKind::References(reason) => write!(f, "schema references: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            RegistryErrorKind::Http { source, .. } => Some(source),
+            RegistryErrorKind::Schema(source) => Some(source),
+            RegistryErrorKind::BadResponse(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// The registry client: fetches by id, caches for the life of the process (an id's schema never
+/// changes), safe to share between tasks.
+#[derive(Debug, Clone)]
+pub struct RegistryClient {
+    settings: Arc<RegistrySettings>,
+    http: HttpClient,
+    avro: Arc<Mutex<HashMap<SchemaId, Arc<AvroSchema>>>>,
+}
+
+impl RegistryClient {
+    pub fn new(settings: RegistrySettings) -> RegistryClient {
+        let mut config = HttpConfig::default()
+            .with_timeouts(settings.timeout.min(Duration::from_secs(5)), settings.timeout)
+            .with_max_body_bytes(MAX_RESPONSE_BYTES);
+        if let Some(ca) = &settings.ca_pem {
+            config = config.with_ca_pem(ca.clone());
+        }
+        let settings = Arc::new(RegistrySettings { url: settings.url.trim_end_matches('/').to_string(), ..settings });
+        RegistryClient { settings, http: HttpClient::new(config), avro: Arc::default() }
+    }
+
+    /// The Avro schema registered under `id`, its references resolved; cached.
+    pub async fn avro_schema(&self, id: SchemaId) -> Result<Arc<AvroSchema>, RegistryError> {
+        if let Some(schema) = self.avro.lock().ok().and_then(|cache| cache.get(&id).cloned()) {
+            return Ok(schema);
+        }
+        let what = format!("schema id {id}");
+        let registered = self.fetch(&format!("/schemas/ids/{id}"), &what).await?;
+        if registered.schema_type != SchemaType::Avro {
+            return Err(self.error(
+                &what,
+                RegistryErrorKind::WrongType { expected: SchemaType::Avro, found: registered.schema_type },
+            ));
+        }
+        let mut parser = SchemaParser::new();
+        let mut seen = Vec::new();
+        self.add_references(&registered.references, &mut parser, &mut seen, 0, &what).await?;
+        let schema = parser.parse(&registered.schema).map_err(|e| self.error(&what, RegistryErrorKind::Schema(e)))?;
+        let schema = Arc::new(schema);
+        if let Ok(mut cache) = self.avro.lock() {
+            cache.insert(id, schema.clone());
+        }
+        Ok(schema)
+    }
+
+    /// Depth-first, dependencies before dependents; a subject/version already parsed is
+    /// skipped, one still being resolved (a cycle) is an error.
+    fn add_references<'a>(
+        &'a self,
+        references: &'a [SchemaReference],
+        parser: &'a mut SchemaParser,
+        seen: &'a mut Vec<(String, i64, bool)>,
+        depth: usize,
+        what: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RegistryError>> + Send + 'a>> {
+        Box::pin(async move {
+            if depth >= MAX_REFERENCE_DEPTH && !references.is_empty() {
+                return Err(self
+                    .error(what, RegistryErrorKind::References(format!("nested deeper than {MAX_REFERENCE_DEPTH}"))));
+            }
+            for reference in references {
+                match seen
+                    .iter()
+                    .find(|(subject, version, _)| *subject == reference.subject && *version == reference.version)
+                {
+                    Some((_, _, true)) => continue,
+                    Some((_, _, false)) => {
+                        return Err(self.error(
+                            what,
+                            RegistryErrorKind::References(format!(
+                                "a cycle through subject {} version {}",
+                                reference.subject, reference.version
+                            )),
+                        ))
+                    }
+                    None => {}
+                }
+                if seen.len() >= MAX_REFERENCES {
+                    return Err(self.error(what, RegistryErrorKind::References(format!("more than {MAX_REFERENCES}"))));
+                }
+                seen.push((reference.subject.clone(), reference.version, false));
+                let inner_what = format!(
+                    "{what}, reference {} (subject {} version {})",
+                    reference.name, reference.subject, reference.version
+                );
+                let path = format!("/subjects/{}/versions/{}", percent_encode(&reference.subject), reference.version);
+                let registered = self.fetch(&path, &inner_what).await?;
+                if registered.schema_type != SchemaType::Avro {
+                    return Err(self.error(
+                        &inner_what,
+                        RegistryErrorKind::WrongType { expected: SchemaType::Avro, found: registered.schema_type },
+                    ));
+                }
+                self.add_references(&registered.references, parser, seen, depth + 1, what).await?;
+                parser
+                    .add_reference(&registered.schema)
+                    .map_err(|e| self.error(&inner_what, RegistryErrorKind::Schema(e)))?;
+                if let Some(entry) =
+                    seen.iter_mut().find(|(s, v, _)| *s == reference.subject && *v == reference.version)
+                {
+                    entry.2 = true;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn error(&self, what: &str, kind: RegistryErrorKind) -> RegistryError {
+        RegistryError { url: self.settings.url.clone(), what: what.to_string(), kind }
+    }
+
+    /// One GET with bounded retries on 5xx and transient transport errors.
+    async fn fetch(&self, path: &str, what: &str) -> Result<RegisteredSchema, RegistryError> {
+        let url = format!("{}{path}", self.settings.url);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let request = HttpRequest::get(&url)
+                .map_err(|source| self.error(what, RegistryErrorKind::Http { source, attempts: attempt }))?
+                .header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
+            let request = match &self.settings.auth {
+                RegistryAuth::None => request,
+                RegistryAuth::Basic { username, password } => request.basic_auth(username, password),
+                RegistryAuth::Bearer(token) => request.bearer_auth(token),
+            };
+            let retry = match self.http.send(request).await {
+                Ok(response) => match response.status {
+                    200 => {
+                        return decode_schema_response(&response.body)
+                            .map_err(|e| self.error(what, RegistryErrorKind::BadResponse(e)));
+                    }
+                    401 => return Err(self.error(what, RegistryErrorKind::Unauthorized)),
+                    403 => return Err(self.error(what, RegistryErrorKind::Forbidden)),
+                    404 => return Err(self.error(what, RegistryErrorKind::NotFound)),
+                    status if status >= 500 && attempt < ATTEMPTS => format!("HTTP status {status}"),
+                    status => return Err(self.error(what, RegistryErrorKind::Status { status, attempts: attempt })),
+                },
+                Err(source) if source.is_transient() && attempt < ATTEMPTS => source.to_string(),
+                Err(source) => return Err(self.error(what, RegistryErrorKind::Http { source, attempts: attempt })),
+            };
+            let backoff = Duration::from_millis(200 << (attempt - 1));
+            tracing::warn!(registry = %self.settings.url, what, failure = %retry, attempt, retry_in_ms = backoff.as_millis() as u64, "schema registry request failed; retrying");
+            tokio::time::sleep(backoff).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_the_answers_of_both_endpoints() {
+        let by_id = decode_schema_response(br#"{"schema":"\"string\""}"#).unwrap();
+        assert_eq!(
+            by_id,
+            RegisteredSchema { schema_type: SchemaType::Avro, schema: "\"string\"".into(), references: vec![] }
+        );
+        let version = decode_schema_response(
+            br#"{"subject":"s","version":2,"id":7,"schemaType":"PROTOBUF","schema":"syntax = \"proto3\";","references":[{"name":"a.proto","subject":"a","version":1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(version.schema_type, SchemaType::Protobuf);
+        assert_eq!(
+            version.references,
+            vec![SchemaReference { name: "a.proto".into(), subject: "a".into(), version: 1 }]
+        );
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_schema_answer() {
+        for (body, reason) in [
+            (&b"<html>"[..], "not JSON"),
+            (b"[]", "not a JSON object"),
+            (br#"{"error_code":40403,"message":"Schema not found"}"#, "no string `schema`"),
+            (br#"{"schema":"x","schemaType":"XML"}"#, "unknown schemaType"),
+            (br#"{"schema":"x","references":[{"name":"a"}]}"#, "a reference without"),
+        ] {
+            let error = decode_schema_response(body).unwrap_err();
+            assert!(error.0.contains(reason), "{error}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_registry_and_the_remedy_without_secrets() {
+        let client = RegistryClient::new(RegistrySettings {
+            auth: RegistryAuth::Basic { username: "user".into(), password: "hunter2".into() },
+            ..RegistrySettings::new("http://registry.test:8081/")
+        });
+        let text = client.error("schema id 7", RegistryErrorKind::Unauthorized).to_string();
+        assert_eq!(text, "schema registry http://registry.test:8081, schema id 7: 401 Unauthorized: check schema_registry's username/password, api_key/api_secret or bearer_token");
+        assert!(!format!("{client:?}").contains("hunter2"));
+        let text = client
+            .error(
+                "schema id 7",
+                RegistryErrorKind::WrongType { expected: SchemaType::Avro, found: SchemaType::Protobuf },
+            )
+            .to_string();
+        assert!(text.contains("PROTOBUF") && text.contains("`format`"), "{text}");
+    }
+}

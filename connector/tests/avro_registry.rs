@@ -1,0 +1,232 @@
+//! Avro records written by Confluent's Python serializer (confluent-kafka's `AvroSerializer`,
+//! fastavro underneath) to the real Kafka broker, read back with the wire client and decoded by
+//! Sluice: the Confluent framing, the schema fetched by id from the registry by
+//! `RegistryClient`, the datum by Sluice's Avro decoder; every field compared with what the
+//! Python side says it serialized (`tests/registry/produce_avro.py` prints it). Every primitive,
+//! enum, fixed, every logical type, a nested and a self-referencing record, arrays, maps,
+//! `["null", T]` and a four-branch union.
+//!
+//! The registry is a FAKE: franz-go's `srfake` (`tests/registry/registry.sh start`), the
+//! registry's REST API in memory; no real registry starts here (see that script). The
+//! serializer, the broker and the bytes are real.
+//!
+//! Needs: the broker (`SLUICE_BROKER`), the registry (`SLUICE_REGISTRY`, default
+//! `http://127.0.0.1:18081`) and a Python with `confluent-kafka[avro,schemaregistry]`
+//! (`SLUICE_PYTHON`, default `python3`). With `CI=true` any of them missing fails the test.
+//!
+//! ```sh
+//! tests/registry/registry.sh start
+//! CI=true cargo test -p sluice --test avro_registry
+//! ```
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value as Json};
+use sluice::registry::avro::datum::{decimal_text, uuid_text};
+use sluice::registry::avro::{decode, DecodeLimits, Node, NodeId, Schema, Value};
+use sluice::registry::client::{RegistryClient, RegistryErrorKind, RegistrySettings};
+use sluice::registry::framing::{self, SchemaId};
+use sluice_wire::{Consumer, FetchConfig, NewTopic, TopicPartition};
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|value| value == "true")
+}
+
+fn registry_url() -> String {
+    std::env::var("SLUICE_REGISTRY").unwrap_or_else(|_| "http://127.0.0.1:18081".into())
+}
+
+/// The Python interpreter with confluent-kafka, or `None` (a failure under `CI=true`).
+fn python() -> Option<String> {
+    let python = std::env::var("SLUICE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = Command::new(&python).args(["-c", "import confluent_kafka.schema_registry.avro, fastavro"]).output();
+    match probe {
+        Ok(output) if output.status.success() => Some(python),
+        other => {
+            let why = format!("{python} cannot import confluent_kafka.schema_registry.avro ({other:?}); pip install 'confluent-kafka[avro,schemaregistry]' fastavro");
+            assert!(!ci(), "CI=true and {why}");
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+    }
+}
+
+async fn registry_reachable(url: &str) -> bool {
+    let host_port = url
+        .trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&host_port)).await {
+        Ok(Ok(_)) => true,
+        other => {
+            let why = format!("the schema registry at {url} is unreachable ({other:?}); start it with tests/registry/registry.sh start");
+            assert!(!ci(), "CI=true and {why}");
+            eprintln!("SKIPPED: {why}");
+            false
+        }
+    }
+}
+
+/// A decoded value in the plain terms `produce_avro.py` prints: decimals and uuids as text, bytes
+/// and fixed as hex, logical times as integers, `["null", T]` as the value or null, other unions
+/// as `{"branch": <type name>, "value": ...}`, records as objects.
+fn plain(schema: &Schema, node: NodeId, value: &Value<'_>) -> Json {
+    match (schema.node(node), value) {
+        (_, Value::Null) => Json::Null,
+        (_, Value::Boolean(b)) => json!(b),
+        (_, Value::Int(v) | Value::Date(v) | Value::TimeMillis(v)) => json!(v),
+        (
+            _,
+            Value::Long(v)
+            | Value::TimeMicros(v)
+            | Value::TimestampMillis(v)
+            | Value::TimestampMicros(v)
+            | Value::TimestampNanos(v)
+            | Value::LocalTimestampMillis(v)
+            | Value::LocalTimestampMicros(v)
+            | Value::LocalTimestampNanos(v),
+        ) => json!(v),
+        (_, Value::Float(v)) => json!(f64::from(*v)),
+        (_, Value::Double(v)) => json!(v),
+        (_, Value::Bytes(b) | Value::Fixed(b)) => json!(b.iter().map(|byte| format!("{byte:02x}")).collect::<String>()),
+        (_, Value::String(s) | Value::UuidString(s)) => json!(s),
+        (_, Value::UuidFixed(b)) => json!(uuid_text(b)),
+        (_, Value::Enum(_, symbol)) => json!(symbol),
+        (_, Value::Decimal { unscaled, scale }) => json!(decimal_text(unscaled, *scale)),
+        (Node::Record { fields, .. }, Value::Record(values)) => {
+            let mut object = serde_json::Map::new();
+            for (field, value) in fields.iter().zip(values) {
+                object.insert(field.name.clone(), plain(schema, field.node, value));
+            }
+            Json::Object(object)
+        }
+        (Node::Array(item), Value::Array(items)) => {
+            Json::Array(items.iter().map(|v| plain(schema, *item, v)).collect())
+        }
+        (Node::Map(item), Value::Map(entries)) => {
+            Json::Object(entries.iter().map(|(k, v)| (k.to_string(), plain(schema, *item, v))).collect())
+        }
+        (Node::Union(_), Value::NullBranch(_)) => Json::Null,
+        (Node::Union(branches), Value::Union(index, inner)) => {
+            let branch = branches[*index as usize];
+            let inner_json = plain(schema, branch, inner);
+            let optional = branches.len() == 2 && branches.iter().any(|b| matches!(schema.node(*b), Node::Null));
+            if optional {
+                inner_json
+            } else {
+                let name = match schema.node(branch) {
+                    Node::Record { name, .. } | Node::Enum { name, .. } | Node::Fixed { name, .. } => {
+                        name.rsplit('.').next().unwrap_or(name).to_string()
+                    }
+                    Node::Long => "long".into(),
+                    Node::String => "string".into(),
+                    other => format!("{other:?}"),
+                };
+                json!({"branch": name, "value": inner_json})
+            }
+        }
+        (node, value) => panic!("value {value:?} for node {node:?}"),
+    }
+}
+
+/// Numbers compared by value (Python and Rust may print a float differently), the rest exactly.
+fn same(actual: &Json, expected: &Json) -> bool {
+    match (actual, expected) {
+        (Json::Number(a), Json::Number(e)) => a.as_f64() == e.as_f64() && (a.as_i64() == e.as_i64()),
+        (Json::Array(a), Json::Array(e)) => a.len() == e.len() && a.iter().zip(e).all(|(a, e)| same(a, e)),
+        (Json::Object(a), Json::Object(e)) => {
+            a.len() == e.len() && e.iter().all(|(k, e)| a.get(k).is_some_and(|a| same(a, e)))
+        }
+        _ => actual == expected,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_from_confluent_python_serializer_decodes_field_by_field() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let url = registry_url();
+    if !registry_reachable(&url).await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let topic = sluice_tests::unique_topic("avro-python");
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let script = sluice_tests::repo_root().join("tests/registry/produce_avro.py");
+    let count = 12;
+    let output = Command::new(&python)
+        .arg(&script)
+        .args([&sluice_tests::broker_address(), &url, &topic, &count.to_string()])
+        .output()
+        .expect("run produce_avro.py");
+    assert!(output.status.success(), "produce_avro.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    let expected: Vec<Json> =
+        String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(expected.len(), count);
+
+    let tp = TopicPartition::new(topic.clone(), 0);
+    let mut consumer = Consumer::new(client.clone(), FetchConfig::default());
+    consumer.assign(tp.clone(), 0);
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while records.len() < count {
+        assert!(Instant::now() < deadline, "only {} of {count} records", records.len());
+        for batch in consumer.poll().await.expect("poll") {
+            records.extend(batch.records);
+        }
+    }
+
+    let registry = RegistryClient::new(RegistrySettings::new(url.clone()));
+    for (record, expected) in records.iter().zip(&expected) {
+        let value = record.value.as_ref().expect("a value");
+        let framed = framing::split(value).expect("Confluent framing");
+        let schema = registry.avro_schema(framed.schema_id).await.expect("schema by id");
+        let datum = decode(&schema, framed.payload, DecodeLimits::default())
+            .unwrap_or_else(|e| panic!("offset {}: {e}", record.offset));
+        let mut actual = plain(&schema, schema.root(), &datum);
+        // produce_avro.py describes the nested Order by its id alone.
+        if let Some(next) = actual.get_mut("next").filter(|next| !next.is_null()) {
+            *next = json!({"id": next["id"].clone()});
+        }
+        let fields = expected.as_object().unwrap();
+        assert_eq!(actual.as_object().unwrap().len(), fields.len(), "offset {}: field count", record.offset);
+        for (name, want) in fields {
+            assert!(
+                same(&actual[name], want),
+                "offset {} field {name}: Sluice {} but Python serialized {want}",
+                record.offset,
+                actual[name]
+            );
+        }
+    }
+
+    // A rough figure, not a benchmark (printed, not asserted): these records decoded in a loop.
+    let schema =
+        registry.avro_schema(framing::split(records[0].value.as_ref().unwrap()).unwrap().schema_id).await.unwrap();
+    let payloads: Vec<&[u8]> =
+        records.iter().map(|r| framing::split(r.value.as_ref().unwrap()).unwrap().payload).collect();
+    let started = Instant::now();
+    let rounds = 5_000;
+    for _ in 0..rounds {
+        for payload in &payloads {
+            std::hint::black_box(decode(&schema, payload, DecodeLimits::default()).unwrap());
+        }
+    }
+    let rows = (rounds * payloads.len()) as f64;
+    let bytes: usize = payloads.iter().map(|p| p.len()).sum::<usize>() * rounds;
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "decoded {rows} rows ({bytes} bytes) in {seconds:.3} s: {:.0} rows/s, {:.1} MB/s",
+        rows / seconds,
+        bytes as f64 / seconds / 1e6
+    );
+
+    // An id the registry never gave out is named as such.
+    let error = registry.avro_schema(SchemaId(987_654)).await.unwrap_err();
+    assert!(matches!(error.kind, RegistryErrorKind::NotFound), "{error}");
+    let text = error.to_string();
+    assert!(text.contains("schema id 987654") && text.contains("404") && text.contains(&url), "{text}");
+}
