@@ -37,6 +37,17 @@ pub fn broker_address() -> String {
     std::env::var("SLUICE_BROKER").unwrap_or_else(|_| "127.0.0.1:19092".to_string())
 }
 
+/// The test broker's PROXIED listener and the address it advertises, where a test runs its
+/// fault proxy: `(proxy, listener)`, 4 and 3 below the broker's port as `tests/kafka/broker.sh`
+/// lays them out (127.0.0.1:19088 and :19089 for the default node, 21088 and 21089 for the
+/// version matrix's), so that a proxied client reaches the broker under test.
+pub fn proxy_addresses() -> (String, String) {
+    let broker = broker_address();
+    let (host, port) = broker.rsplit_once(':').expect("SLUICE_BROKER is host:port");
+    let port: u16 = port.parse().expect("SLUICE_BROKER's port is a number");
+    (format!("{host}:{}", port - 4), format!("{host}:{}", port - 3))
+}
+
 /// Connects to the test broker, or returns `None` after printing why the test is skipped.
 /// Panics (fails the test) when `CI=true` and the broker cannot be reached.
 pub async fn client() -> Option<Client> {

@@ -300,10 +300,10 @@ async fn produce_with_acks_zero_and_one_arrives() {
 /// Fetch sessions (KIP-227) against the real broker: a consumer of 100 partitions, three with
 /// records, reads everything with sessions on and off, and once caught up, an idle fetch with a
 /// session names no partition at all, while without one it lists all 100. The traffic goes
-/// through the fault proxy on 127.0.0.1:19088 (the broker's PROXIED listener advertises it, so
-/// the fetches to the leader pass it too), which counts the bytes sent to the broker; each poll
-/// returns after one fetch response. Not a timing: the request sizes are what the broker was
-/// sent.
+/// through the fault proxy on 127.0.0.1:19088 (21088 for the version matrix's node; the broker's
+/// PROXIED listener advertises it, so the fetches to the leader pass it too), which counts the
+/// bytes sent to the broker; each poll returns after one fetch response. Not a timing: the
+/// request sizes are what the broker was sent.
 #[tokio::test]
 async fn fetch_sessions_send_only_what_changed_and_read_everything() {
     use sluice_tests::fault_proxy::FaultProxy;
@@ -319,11 +319,13 @@ async fn fetch_sessions_send_only_what_changed_and_read_everything() {
         expected.insert(partition, records);
     }
     let mut bytes_per_idle_fetch = BTreeMap::new();
+    // The broker under test's (the version matrix runs this on its own node).
+    let (proxy_address, listener) = sluice_tests::proxy_addresses();
     for sessions in [true, false] {
         // One proxy on 19088 at a time (the connector's network-fault tests use it too).
         let deadline = Instant::now() + Duration::from_secs(60);
         let proxy = loop {
-            match FaultProxy::start("127.0.0.1:19088", "127.0.0.1:19089") {
+            match FaultProxy::start(&proxy_address, &listener) {
                 Ok(proxy) => break proxy,
                 Err(error) => {
                     assert!(Instant::now() < deadline, "the fault proxy's port stays taken: {error}");
@@ -331,8 +333,7 @@ async fn fetch_sessions_send_only_what_changed_and_read_everything() {
                 }
             }
         };
-        let config =
-            sluice_wire::ClientConfig::new(["127.0.0.1:19088".to_string()]).with_retry(sluice_tests::test_retry());
+        let config = sluice_wire::ClientConfig::new([proxy_address.clone()]).with_retry(sluice_tests::test_retry());
         let proxied = Client::connect(config).await.expect("connect through the proxy");
         let fetch = FetchConfig::default().with_max_wait_ms(20).with_sessions(sessions);
         let mut consumer = Consumer::new(proxied, fetch);
