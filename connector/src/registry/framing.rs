@@ -157,18 +157,8 @@ fn zigzag_varint(bytes: &[u8]) -> Result<(i64, &[u8]), FramingError> {
     }
 }
 
-fn write_zigzag(value: i64, out: &mut Vec<u8>) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
+// The index array's varints are Avro's zigzag longs.
+use super::avro::datum::write_long as write_zigzag;
 
 #[cfg(test)]
 mod tests {

@@ -77,43 +77,8 @@ pub(crate) fn integer(members: &[(String, Value)], name: &str) -> Option<i64> {
     })
 }
 
-fn skip_whitespace(chars: &mut Peekable<Chars<'_>>) {
-    while chars.next_if(|c| matches!(c, ' ' | '\t' | '\n' | '\r')).is_some() {}
-}
-
-fn expect(chars: &mut Peekable<Chars<'_>>, wanted: char) -> Option<()> {
-    chars.next_if_eq(&wanted).map(|_| ())
-}
-
-fn parse_string(chars: &mut Peekable<Chars<'_>>) -> Option<String> {
-    expect(chars, '"')?;
-    let mut out = String::new();
-    loop {
-        match chars.next()? {
-            '"' => return Some(out),
-            '\\' => out.push(match chars.next()? {
-                '"' => '"',
-                '\\' => '\\',
-                '/' => '/',
-                'b' => '\u{8}',
-                'f' => '\u{c}',
-                'n' => '\n',
-                'r' => '\r',
-                't' => '\t',
-                'u' => {
-                    let mut code = 0u32;
-                    for _ in 0..4 {
-                        code = code * 16 + chars.next()?.to_digit(16)?;
-                    }
-                    char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER)
-                }
-                _ => return None,
-            }),
-            c if u32::from(c) < 0x20 => return None,
-            c => out.push(c),
-        }
-    }
-}
+// The same lexing as the OAUTHBEARER token's JSON (bounded by the text, no recursion).
+use crate::protocol::sasl::oauthbearer::{expect, parse_string, skip_whitespace};
 
 /// A number, `true`, `false` or `null`.
 fn parse_scalar(chars: &mut Peekable<Chars<'_>>) -> Option<Value> {

@@ -48,7 +48,8 @@
 //!   RFC 7628 (OAUTHBEARER), RFC 6750 (bearer token syntax).
 //! - KIP-43 (SASL mechanisms), KIP-84 (SCRAM), KIP-152 (SaslAuthenticate), KIP-255 (OAUTHBEARER).
 
-mod oauthbearer;
+// Its JSON lexing helpers serve `auth::json` too.
+pub(crate) mod oauthbearer;
 mod plain;
 mod scram;
 

@@ -191,15 +191,15 @@ fn parse_flat_object(text: &str) -> Option<Vec<(String, Option<String>)>> {
     chars.next().is_none().then_some(members)
 }
 
-fn skip_whitespace(chars: &mut Peekable<Chars<'_>>) {
+pub(crate) fn skip_whitespace(chars: &mut Peekable<Chars<'_>>) {
     while chars.next_if(|c| matches!(c, ' ' | '\t' | '\n' | '\r')).is_some() {}
 }
 
-fn expect(chars: &mut Peekable<Chars<'_>>, wanted: char) -> Option<()> {
+pub(crate) fn expect(chars: &mut Peekable<Chars<'_>>, wanted: char) -> Option<()> {
     chars.next_if_eq(&wanted).map(|_| ())
 }
 
-fn parse_string(chars: &mut Peekable<Chars<'_>>) -> Option<String> {
+pub(crate) fn parse_string(chars: &mut Peekable<Chars<'_>>) -> Option<String> {
     expect(chars, '"')?;
     let mut out = String::new();
     loop {
