@@ -198,6 +198,13 @@ struct Partition {
     /// The broker does not have what this producer sent under its sequence numbers: the epoch
     /// must be bumped before this partition sends again (idempotent producer).
     unresolved: bool,
+    /// The broker acknowledged a batch of this producer id and epoch here, so it holds the
+    /// partition's sequence state and refuses anything out of order: batches may be pipelined.
+    /// Before that, one batch in flight: a broker that does not know the producer accepts any
+    /// first sequence number, so the second of two pipelined batches could be written ahead of
+    /// the first (the first refused with NOT_LEADER_OR_FOLLOWER by a leader still taking over,
+    /// the second accepted a moment later), and the first could then never be written.
+    established: bool,
     /// Transaction version 1: registered in the current transaction.
     in_transaction: bool,
     /// Transaction version 1: in the AddPartitionsToTxn request in flight.
@@ -887,6 +894,7 @@ impl ProducerCore {
             partition.next_sequence = 0;
             partition.expected_sequence = 0;
             partition.unresolved = false;
+            partition.established = false;
             for batch in &mut partition.queue {
                 batch.sequence = None;
             }
@@ -1074,6 +1082,9 @@ impl ProducerCore {
             if partition.unresolved {
                 continue;
             }
+            if self.config.idempotent && !partition.established && partition.in_flight > 0 {
+                continue;
+            }
             // During a bump only batches that already have (old) sequence numbers go out.
             if self.bump && front.sequence.is_none() {
                 continue;
@@ -1255,6 +1266,7 @@ impl ProducerCore {
         if code.is_ok() || code == ErrorCode::DUPLICATE_SEQUENCE_NUMBER {
             if let (Some(sequence), Some(partition)) = (batch.sequence, self.partitions.get_mut(&tp)) {
                 partition.expected_sequence = sequence.wrapping_add(batch.count());
+                partition.established = true;
             }
             let base_offset = if code.is_ok() { answer.base_offset } else { -1 };
             self.complete_batch(batch, Ok(()), base_offset, answer.log_append_time_ms);
@@ -1277,6 +1289,11 @@ impl ProducerCore {
                     }
                 } else {
                     // An earlier batch was not written (it is being retried): wait for it.
+                    tracing::debug!(
+                        sequence = batch.sequence,
+                        expected = expected,
+                        "Produce to {tp}: out of order; waiting for the earlier batch"
+                    );
                     self.requeue(now, tp, batch, true);
                 }
             }
@@ -2060,6 +2077,12 @@ mod tests {
     fn retries_keep_sequence_numbers_and_order_after_a_lost_connection() {
         let mut h = Harness::new(config(), false);
         h.init(7, 0);
+        // The broker acknowledges a first batch: partition 0 holds this producer's sequences.
+        let mut first = h.append(0, "r");
+        h.core.mark_all_flush();
+        let sent = produced(&h.poll());
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 9)]))));
+        assert!(first.try_recv().expect("answered").is_ok());
         let mut replies = Vec::new();
         // Three batches of two records on partition 0: each request carries one.
         for batch in 0..3 {
@@ -2069,9 +2092,9 @@ mod tests {
         }
         let sent = produced(&h.poll());
         let sequences: Vec<i32> = sent.iter().map(|(_, batches)| batches[0].3).collect();
-        assert_eq!(sequences, vec![0, 2, 4], "one batch per partition and request, in order, pipelined");
+        assert_eq!(sequences, vec![1, 3, 5], "one batch per partition and request, in order, pipelined");
         // The first request's connection dies; the broker refuses the others as out of order
-        // (it never got sequence 0).
+        // (it never got sequence 1).
         h.core.on_produce(h.now, sent[1].0, Ok(Some(answer(&[(0, ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER, -1)]))));
         assert!(produced(&h.poll()).is_empty(), "held while batches are in flight");
         h.core.on_produce(h.now, sent[0].0, Err(lost_connection()));
@@ -2080,13 +2103,52 @@ mod tests {
         h.advance(Duration::from_millis(300));
         let again = produced(&h.poll());
         let resent: Vec<(i64, i16, i32)> = again.iter().map(|(_, b)| (b[0].1, b[0].2, b[0].3)).collect();
-        assert_eq!(resent, vec![(7, 0, 0), (7, 0, 2), (7, 0, 4)], "the same ids, epoch and sequences, in order");
+        assert_eq!(resent, vec![(7, 0, 1), (7, 0, 3), (7, 0, 5)], "the same ids, epoch and sequences, in order");
         for (index, (id, _)) in again.iter().enumerate() {
             h.core.on_produce(h.now, *id, Ok(Some(answer(&[(0, ErrorCode::NONE, 10 + 2 * index as i64)]))));
         }
         let offsets: Vec<i64> =
             replies.iter_mut().map(|r| r.try_recv().expect("answered").expect("written").0).collect();
         assert_eq!(offsets, vec![10, 11, 12, 13, 14, 15]);
+    }
+
+    #[test]
+    fn a_partition_the_broker_has_not_acknowledged_gets_one_batch_at_a_time() {
+        // A broker that does not know the producer on a partition accepts any first sequence
+        // number: with two batches in flight, a new leader could refuse the first
+        // (NOT_LEADER_OR_FOLLOWER) and write the second, and the first could never follow.
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        let mut replies = Vec::new();
+        for batch in 0..3 {
+            replies.push(h.append(0, &format!("r{batch}")));
+            h.core.mark_all_flush();
+        }
+        let sent = produced(&h.poll());
+        assert_eq!(sent.len(), 1, "one batch in flight before the broker acknowledged one: {sent:?}");
+        assert_eq!(sent[0].1[0].3, 0);
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NOT_LEADER_OR_FOLLOWER, -1)]))));
+        h.advance(Duration::from_millis(300));
+        let again = produced(&h.poll());
+        assert_eq!(again.len(), 1, "still one: nothing acknowledged yet");
+        assert_eq!(again[0].1[0].3, 0, "the refused batch again, first");
+        h.core.on_produce(h.now, again[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 0)]))));
+        let rest = produced(&h.poll());
+        let sequences: Vec<i32> = rest.iter().map(|(_, batches)| batches[0].3).collect();
+        assert_eq!(sequences, vec![1, 2], "acknowledged: the rest pipelined");
+        for (index, (id, _)) in rest.iter().enumerate() {
+            h.core.on_produce(h.now, *id, Ok(Some(answer(&[(0, ErrorCode::NONE, 1 + index as i64)]))));
+        }
+        let offsets: Vec<i64> =
+            replies.iter_mut().map(|r| r.try_recv().expect("answered").expect("written").0).collect();
+        assert_eq!(offsets, vec![0, 1, 2]);
+        // A new epoch is a new sequence state on the broker: one at a time again.
+        h.init(7, 1);
+        for batch in 0..2 {
+            replies.push(h.append(0, &format!("s{batch}")));
+            h.core.mark_all_flush();
+        }
+        assert_eq!(produced(&h.poll()).len(), 1, "after an epoch change, one batch until acknowledged");
     }
 
     #[test]
