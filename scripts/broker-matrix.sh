@@ -15,13 +15,14 @@
 #   connector  bounded reads through the `sluice` binary (connector/tests/bounded.rs)
 #   tls-sasl   TLS, mTLS and SASL against the secured node, on ring and on the C-free provider
 #              (certs-tests)
-#   produce    HOOK: the produce and transaction suites (see run_produce_suites below)
+#   produce    the producer, its fault and its transaction suites (tests/tests/producer*.rs; see
+#              run_produce_suites below)
 #
 # then stops that version's nodes, and writes the results to .kafka/matrix/results.md (a
 # Markdown table: version x suite, with each suite's seconds) and prints it.
 #
-# --ci: what fits CI's time budget: the oldest version only, the consume and connector suites
-# (about 2 minutes after the jars are resolved; the full matrix takes about 15).
+# --ci: what fits CI's time budget: the oldest version only, the consume, connector and produce
+# suites (about 3 minutes after the jars are resolved; the full matrix takes about 15).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
@@ -31,7 +32,7 @@ versions=()
 for arg in "$@"; do
   case "$arg" in
     --ci) ci=1 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) versions+=("$arg") ;;
   esac
 done
@@ -39,7 +40,7 @@ if [[ ${#versions[@]} -eq 0 ]]; then
   if ((ci)); then versions=(3.9.2); else versions=(3.9.2 4.1.2 4.4.0); fi
 fi
 suites=(consume java connector tls-sasl produce)
-((ci)) && suites=(consume connector)
+((ci)) && suites=(consume connector produce)
 
 say() { echo "broker-matrix: $*" >&2; }
 # A suite that cannot reach its broker fails instead of passing with SKIPPED lines.
@@ -62,20 +63,19 @@ run_suite() {
   say "$version: $name: ${result["$version/$name"]}"
 }
 
-# HOOK for the produce / transaction suites (the idempotent and transactional producer is being
-# written separately). When they exist, run them here against $SLUICE_BROKER (and the secured
-# node through $SLUICE_SECURE_DIR), e.g.
-#   run_suite "$version" produce cargo test --locked -p sluice-tests --test producer --test transactions
-# What an older broker lacks (TV2 transactions, KIP-890, are 4.0+) must be negotiated down or
-# refused with a clear message, as broker_versions.rs does for KIP-848. Until then the column
-# says so.
+# The produce suites against the version's node: the producer (partitioner against the Java
+# producer, codecs through the Java consumer, acks, errors), the idempotent producer under cut
+# responses (through the fault proxy on this node's ports), and transactions (commit/abort as
+# Java read_committed sees them, offsets with a group member, fencing, SIGKILL, the timeout),
+# with SLUICE_TV1_BROKER on the same node. Kafka 3.9 has no transaction.version (0: the
+# transaction protocol before KIP-890, as TV1); 4.x formats new clusters with 2. The leader-kill
+# test needs the three-node cluster, which is 4.1 only: skipped here.
 run_produce_suites() {
-  local version="$1"
-  if [[ -n "${SLUICE_MATRIX_PRODUCE_COMMAND:-}" ]]; then
-    run_suite "$version" produce bash -c "$SLUICE_MATRIX_PRODUCE_COMMAND"
-  else
-    result["$version/produce"]="not yet (hook: run_produce_suites)"
-  fi
+  local version="$1" tv=2
+  [[ "$version" == 3.* ]] && tv=0
+  run_suite "$version" produce env SLUICE_TV1_BROKER="$SLUICE_BROKER" SLUICE_BROKER_TRANSACTION_VERSION="$tv" \
+    cargo test --locked -q -p sluice-tests --test producer --test producer_faults --test producer_transactions \
+    -- --skip leader_kill_9_neither_loses_nor_duplicates
 }
 
 broker() { SLUICE_BROKER_VERSION="$1" tests/kafka/broker.sh "${@:2}"; }

@@ -355,6 +355,9 @@ group.consumer.min.heartbeat.interval.ms=500
 group.consumer.heartbeat.interval.ms=1000
 offsets.topic.num.partitions=1
 transaction.state.log.num.partitions=1
+# The transaction-timeout test waits for the coordinator to abort a timed-out transaction: check
+# every 500 ms instead of every 10 s.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=500
 # Let compaction tests see the cleaner run within seconds.
 log.cleaner.backoff.ms=1000
 log.cleaner.min.compaction.lag.ms=0
@@ -457,9 +460,6 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
-# The transaction-timeout test waits for the coordinator to abort a timed-out transaction: check
-# every 500 ms instead of every 10 s.
-transaction.abort.timed.out.transaction.cleanup.interval.ms=500
 EOF2
   } >"$TV1/server.properties"
   format_storage "$TV1" "$(random_cluster_id)" --standalone --feature transaction.version=1

@@ -151,6 +151,32 @@ async fn null_keys_stick_to_a_partition_per_batch() {
 }
 
 #[tokio::test]
+async fn a_batch_over_the_topics_limit_is_split_and_every_record_lands() {
+    let Some(client) = client().await else { return };
+    let topic = unique_topic("producer-split");
+    client.create_topic(&NewTopic::new(&topic, 1, 1).config("max.message.bytes", "2048")).await.expect("create topic");
+    // 40 records of 300 bytes linger into one batch of about 12 KiB: the broker refuses it
+    // (MESSAGE_TOO_LARGE) and the producer resends it in halves until each fits.
+    let config = ProducerConfig::default().with_linger(Duration::from_millis(200));
+    let producer = Producer::new(client.clone(), config).await.expect("producer");
+    let mut deliveries = Vec::new();
+    for i in 0..40 {
+        let value = format!("{i:0>300}");
+        deliveries.push(producer.send(&topic, ProduceRecord::new(None, Some(value.as_bytes()))).await.expect("send"));
+    }
+    let mut offsets = Vec::new();
+    for delivery in deliveries {
+        offsets.push(delivery.await.expect("every record of the split batch is written").offset);
+    }
+    assert_eq!(offsets, (0..40).collect::<Vec<i64>>(), "written once each, in send order");
+    producer.close(Duration::from_secs(10)).await.expect("close");
+    let (java, _) = java_dump(&topic, "read_committed");
+    let values: Vec<Option<String>> = java.iter().map(|r| r.value.clone()).collect();
+    let expected: Vec<Option<String>> = (0..40).map(|i| Some(base64(format!("{i:0>300}").as_bytes()))).collect();
+    assert_eq!(values, expected, "the Java consumer reads every record once, in order");
+}
+
+#[tokio::test]
 async fn acks_leader_and_none_without_idempotence() {
     let Some(client) = client().await else { return };
     for acks in [Acks::Leader, Acks::None] {

@@ -2,7 +2,8 @@
 //! partition kept, judged by the Java consumer's read of the topic.
 //!
 //! - `cut_responses_neither_lose_nor_duplicate`: the fault proxy (`tests/src/fault_proxy.rs`,
-//!   port 19088 in front of the broker's PROXIED listener) cuts every response in the middle
+//!   port 19088 in front of the broker's PROXIED listener 19089; the broker's port minus 4 and
+//!   3 for another broker, `proxy_addresses`) cuts every response in the middle
 //!   for a while, again and again, while records stream: the broker wrote each batch, the
 //!   producer never heard, and its retries must be recognised as duplicates by their sequence
 //!   numbers. Uses the shared proxy port: run one at a time with the other proxy tests.
@@ -20,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use sluice_tests::dump::java_dump_at;
 use sluice_tests::fault_proxy::{Fault, FaultProxy};
-use sluice_tests::{base64, broker_address, broker_script, client, cluster_address, cluster_client, run_java};
+use sluice_tests::{
+    base64, broker_address, broker_script, client, cluster_address, cluster_client, proxy_addresses, run_java,
+};
 use sluice_tests::{test_retry, unique_topic};
 use sluice_wire::{
     Client, ClientConfig, DeliveryFuture, NewTopic, ProduceRecord, Producer, ProducerConfig, RecordMetadata,
@@ -129,8 +132,9 @@ async fn cut_responses_neither_lose_nor_duplicate() {
     let Some(admin) = client().await else { return };
     let topic = unique_topic("producer-cut");
     admin.create_topic(&NewTopic::new(&topic, PARTITIONS, 1)).await.expect("create topic");
-    let proxy = FaultProxy::start("127.0.0.1:19088", "127.0.0.1:19089").expect("fault proxy on 19088");
-    let config = ClientConfig::new(["127.0.0.1:19088"]).with_retry(RetryPolicy::new(
+    let (listen, upstream) = proxy_addresses();
+    let proxy = FaultProxy::start(&listen, &upstream).expect("the fault proxy on the PROXIED listener's port");
+    let config = ClientConfig::new([listen.as_str()]).with_retry(RetryPolicy::new(
         Duration::from_millis(50),
         Duration::from_millis(500),
         Duration::from_secs(60),

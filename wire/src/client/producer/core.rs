@@ -305,7 +305,9 @@ pub struct ProducerCore {
     bump: bool,
     outbox: VecDeque<Action>,
     /// Batches not yet completed, by id.
-    incomplete: BTreeSet<u64>,
+    /// The ids of the batches not yet completed, with how many batches carry each (a batch split
+    /// in two keeps its id, so that a flush still waits for both halves).
+    incomplete: BTreeMap<u64, usize>,
     /// Flushes waiting for every batch with an id up to theirs.
     flushes: Vec<(u64, Done)>,
     closing: bool,
@@ -346,7 +348,7 @@ impl ProducerCore {
             identity_attempts: 0,
             bump: false,
             outbox: VecDeque::new(),
-            incomplete: BTreeSet::new(),
+            incomplete: BTreeMap::new(),
             flushes: Vec::new(),
             closing: false,
             fatal: None,
@@ -453,7 +455,7 @@ impl ProducerCore {
                 retry_at: None,
                 flush: false,
             });
-            self.incomplete.insert(self.next_id);
+            *self.incomplete.entry(self.next_id).or_default() += 1;
         }
         let Some(batch) = partition.queue.back_mut() else { return };
         let Some(builder) = batch.builder.as_mut() else { return };
@@ -478,7 +480,7 @@ impl ProducerCore {
                 if batch.replies.is_empty() {
                     let id = batch.id;
                     partition.queue.pop_back();
-                    self.incomplete.remove(&id);
+                    self.forget(id);
                 }
             }
         }
@@ -992,7 +994,7 @@ impl ProducerCore {
     /// Answers every record of `batch`, gives its memory back, and marks it complete.
     fn complete_batch(&mut self, batch: Batch, result: Result<(), ClientError>, base_offset: i64, append_time: i64) {
         self.memory.add_permits(batch.memory);
-        self.incomplete.remove(&batch.id);
+        self.forget(batch.id);
         match result {
             Ok(()) => {
                 for (index, (reply, timestamp)) in batch.replies.into_iter().zip(batch.timestamps).enumerate() {
@@ -1011,8 +1013,18 @@ impl ProducerCore {
         }
     }
 
+    /// One batch with `id` completed.
+    fn forget(&mut self, id: u64) {
+        if let Some(count) = self.incomplete.get_mut(&id) {
+            *count -= 1;
+            if *count == 0 {
+                self.incomplete.remove(&id);
+            }
+        }
+    }
+
     fn finish_flushes(&mut self) {
-        let lowest = self.incomplete.first().copied();
+        let lowest = self.incomplete.keys().next().copied();
         let mut index = 0;
         while index < self.flushes.len() {
             let ready = self.flushes.get(index).is_some_and(|(upto, _)| lowest.is_none_or(|lowest| lowest > *upto));
@@ -1307,17 +1319,24 @@ impl ProducerCore {
                 self.batch_failed(tp, batch, error.duplicate());
                 self.fail_fatally(error);
             }
-            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE => {
-                let size = batch.built.as_ref().map_or(0, |(bytes, _)| bytes.len());
-                let error = ClientError::RecordTooLarge {
-                    topic: tp.topic.clone(),
-                    partition: Some(tp.partition),
-                    size,
-                    limit: "max.message.bytes",
-                    limit_bytes: None,
-                };
-                self.batch_failed(tp, batch, error);
+            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE if batch.count() > 1 => {
+                // The broker wrote none of it: resend it as two batches under the same sequence
+                // numbers, as the Java producer does; halves go on halving down to one record.
+                let count = batch.count();
+                let mut batch = batch;
+                match split(&mut batch, self.config.compression, self.transaction.is_some()) {
+                    Some(second) => {
+                        tracing::info!(
+                            "{tp}: the broker refused a batch of {count} records as too large; resending it in two"
+                        );
+                        *self.incomplete.entry(batch.id).or_default() += 1;
+                        self.requeue(now, tp.clone(), second, false);
+                        self.requeue(now, tp, batch, false);
+                    }
+                    None => self.too_large(tp, batch),
+                }
             }
+            ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE => self.too_large(tp, batch),
             code if code.is_retriable() => {
                 let error = broker_error();
                 if code.needs_metadata_refresh() {
@@ -1330,6 +1349,19 @@ impl ProducerCore {
                 self.batch_failed(tp, batch, error);
             }
         }
+    }
+
+    /// A batch of one record (or one that cannot be split) over the topic's limit fails.
+    fn too_large(&mut self, tp: TopicPartition, batch: Batch) {
+        let size = batch.built.as_ref().map_or(0, |(bytes, _)| bytes.len());
+        let error = ClientError::RecordTooLarge {
+            topic: tp.topic.clone(),
+            partition: Some(tp.partition),
+            size,
+            limit: "max.message.bytes",
+            limit_bytes: None,
+        };
+        self.batch_failed(tp, batch, error);
     }
 
     /// The error for a fenced epoch: a timed-out transaction when it was open past its timeout.
@@ -1916,6 +1948,51 @@ fn encode(batch: &mut Batch, stamp: (i64, i16, i32)) -> Result<(), crate::protoc
     Ok(())
 }
 
+/// Splits a batch the broker refused as too large, from the bytes it was sent as: `batch`
+/// keeps the first half of its records and the second half is returned, with the same id,
+/// age, attempts and flush mark. With sequence numbers the halves take the batch's own (`base`
+/// and `base + half`: the broker wrote none of them, so it still expects `base`). `None`, with
+/// `batch` unchanged, when it cannot be split.
+fn split(batch: &mut Batch, compression: Compression, transactional: bool) -> Option<Batch> {
+    use crate::protocol::records::batch::RecordBatch;
+    use crate::protocol::records::{DecodeLimits, Decompressor};
+    let (bytes, _) = batch.built.as_ref()?;
+    let decoded = RecordBatch::decode(bytes.clone()).ok()?;
+    let records = decoded.records(&mut Decompressor::new(), &DecodeLimits::default()).ok()?;
+    let records = records.collect::<Result<Vec<_>, _>>().ok()?;
+    if records.len() < 2 || records.len() != batch.replies.len() {
+        return None;
+    }
+    let half = records.len() / 2;
+    let mut first = RecordBatchBuilder::new(compression).transactional(transactional);
+    let mut second = RecordBatchBuilder::new(compression).transactional(transactional);
+    for (index, record) in records.iter().enumerate() {
+        let headers: Vec<(&[u8], Option<&[u8]>)> =
+            record.headers.iter().map(|header| (header.key.as_ref(), header.value.as_deref())).collect();
+        let builder = if index < half { &mut first } else { &mut second };
+        builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers).ok()?;
+    }
+    let second_memory = batch.memory / 2;
+    let tail = Batch {
+        id: batch.id,
+        builder: Some(second),
+        built: None,
+        replies: batch.replies.split_off(half),
+        timestamps: batch.timestamps.split_off(half),
+        memory: second_memory,
+        created: batch.created,
+        attempts: batch.attempts,
+        sent_once: batch.sent_once,
+        sequence: batch.sequence.map(|base| base.wrapping_add(half as i32)),
+        retry_at: None,
+        flush: batch.flush,
+    };
+    batch.builder = Some(first);
+    batch.built = None;
+    batch.memory -= second_memory;
+    Some(tail)
+}
+
 fn duration_ms_i32(duration: Duration) -> i32 {
     duration.as_millis().min(i32::MAX as u128) as i32
 }
@@ -2149,6 +2226,43 @@ mod tests {
             h.core.mark_all_flush();
         }
         assert_eq!(produced(&h.poll()).len(), 1, "after an epoch change, one batch until acknowledged");
+    }
+
+    #[test]
+    fn a_batch_refused_as_too_large_is_resent_in_halves_under_its_sequence_numbers() {
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        let mut replies: Vec<_> = (0..4).map(|i| h.append(0, &format!("r{i}"))).collect();
+        let (flushed, mut flush) = oneshot::channel();
+        h.core.flush(flushed);
+        let sent = produced(&h.poll());
+        assert_eq!(sent[0].1, vec![(0, 7, 0, 0, 4)]);
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]))));
+        let first = produced(&h.poll());
+        assert_eq!(first.len(), 1, "the first half first (nothing acknowledged yet): {first:?}");
+        assert_eq!(first[0].1, vec![(0, 7, 0, 0, 2)], "records 0 and 1 at sequence 0");
+        h.core.on_produce(h.now, first[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 20)]))));
+        assert!(flush.try_recv().is_err(), "the flush waits for the second half too");
+        let second = produced(&h.poll());
+        assert_eq!(second[0].1, vec![(0, 7, 0, 2, 2)], "records 2 and 3 at sequence 2");
+        // Still too large: halves again, down to single records, and a single one fails.
+        h.core.on_produce(h.now, second[0].0, Ok(Some(answer(&[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]))));
+        let halves = produced(&h.poll());
+        let batches: Vec<SentBatch> = halves.iter().map(|(_, batches)| batches[0]).collect();
+        assert_eq!(batches, vec![(0, 7, 0, 2, 1), (0, 7, 0, 3, 1)], "acknowledged before: both halves pipelined");
+        h.core.on_produce(h.now, halves[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 22)]))));
+        h.core.on_produce(h.now, halves[1].0, Ok(Some(answer(&[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]))));
+        let answers: Vec<Result<i64, String>> = replies
+            .iter_mut()
+            .map(|r| r.try_recv().expect("answered").map(|(offset, _)| offset).map_err(|e| e.to_string()))
+            .collect();
+        assert_eq!(answers[..3], [Ok(20), Ok(21), Ok(22)]);
+        assert!(answers[3].as_ref().is_err_and(|e| e.contains("max.message.bytes")), "{:?}", answers[3]);
+        // The refused record's sequence number is a hole now: the epoch is bumped (KIP-360).
+        assert!(matches!(h.poll().as_slice(), [Action::InitProducerId { .. }]));
+        assert!(flush.try_recv().is_ok(), "every half answered: the flush is done");
+        // The harness's appends take nothing from the buffer: their 4 x 10 bytes come back once.
+        assert_eq!(h.core.memory.available_permits(), (1 << 20) + 40, "each record's memory given back once");
     }
 
     #[test]

@@ -553,7 +553,8 @@ impl Producer {
     /// Here: [`ClientError::RecordTooLarge`] (larger than `max_request_size` or
     /// `buffer_memory`), [`ClientError::UnknownTopic`], [`ClientError::BufferFull`],
     /// [`ClientError::ProducerClosed`]. From the future: the broker's refusal (authorization,
-    /// `max.message.bytes`, a fenced producer), [`ClientError::DeliveryTimeout`], or a state
+    /// `max.message.bytes` for a single record: a batch of several is resent in halves first, a
+    /// fenced producer), [`ClientError::DeliveryTimeout`], or a state
     /// error (a transactional producer outside a transaction).
     pub async fn send(&self, topic: &str, record: ProduceRecord) -> Result<DeliveryFuture, ClientError> {
         let size = self.check_size(topic, None, &record)?;
