@@ -28,7 +28,8 @@
 //!   dead letters of an aborted chunk are removed at the next start (each carries its line
 //!   number; those past the committed position go). Nothing is lost or duplicated.
 //! * `at_least_once`: idempotent sends; after a chunk's records are all acknowledged, its
-//!   position record is written (files). A crash re-sends the chunk in progress, so records
+//!   position record is written (files). The next chunk is read and sent meanwhile, so that
+//!   the acknowledgements of one chunk overlap the sending of the next. A crash re-sends the chunk in progress, so records
 //!   since the last position may appear twice; without a crash nothing is duplicated. Standard
 //!   input (`-`) has no position: a restart starts over, and the job is only at least once.
 //!
@@ -366,6 +367,10 @@ pub async fn write(
     };
 
     let mut end_of_input = false;
+    // Totals up to the last chunk sent (records, dead letters); `summary` has them up to the
+    // last chunk done (committed, or acknowledged with its position written).
+    let mut sent = (summary.records, summary.dead_letters);
+    let mut unacked: Option<Chunk> = None;
     while !end_of_input && !summary.stopped {
         // The first line of the chunk opens it, so that no transaction is begun for nothing.
         let mut chunk_lines = 0u64;
@@ -430,57 +435,108 @@ pub async fn write(
             file.append(&pending_letters)?;
             fault::point("write.dead_letters.written");
         }
-        if !exactly_once {
-            for (number, delivery) in deliveries.drain(..) {
-                delivery.await.map_err(client_error(format!("writing line {number} of {input_name}")))?;
-            }
-        }
-        let next_records = summary.records + chunk_records;
-        let next_letters = summary.dead_letters + pending_letters.len() as u64;
-        if let (Some(partition), Some(path), Some(file)) = (&offsets_partition, &path, &identity_file) {
-            if exactly_once && !in_transaction {
-                // Only dead letters or blank lines: the position still moves, in a transaction.
-                producer.begin_transaction().await.map_err(client_error("beginning a transaction"))?;
-                in_transaction = true;
-            }
+        sent = (sent.0 + chunk_records, sent.1 + pending_letters.len() as u64);
+        let (records, letters) = sent;
+        let mut position = None;
+        if let (Some(path), Some(file)) = (&path, &identity_file) {
             let (identity, _) = identify(path, file, byte_offset)
                 .map_err(|source| WriteError::Input { input: input_name.clone(), source })?;
-            let stored = Position {
+            position = Some(Position {
                 version: 1,
                 topic: options.topic.clone(),
                 byte_offset,
                 line: summary.lines,
-                records: next_records,
-                dead_letters: next_letters,
+                records,
+                dead_letters: letters,
                 input: identity,
-            };
-            let record = ProduceRecord::new(Some(&position_key(&job_id)), Some(&stored.encode()));
+            });
+        }
+        let chunk = Chunk { deliveries, position, records, letters };
+        if exactly_once {
+            if let (Some(partition), Some(stored)) = (&offsets_partition, &chunk.position) {
+                if !in_transaction {
+                    // Only dead letters or blank lines: the position still moves, in a transaction.
+                    producer.begin_transaction().await.map_err(client_error("beginning a transaction"))?;
+                    in_transaction = true;
+                }
+                let record = ProduceRecord::new(Some(&position_key(&job_id)), Some(&stored.encode()));
+                // Not awaited: the commit answers for every record of the transaction.
+                let _delivery = producer
+                    .send_to(partition, record)
+                    .await
+                    .map_err(client_error(format!("sending the position to {}", options.offsets_topic)))?;
+                fault::point("write.position.sent");
+            }
+            if in_transaction {
+                if let Err(error) = producer.commit_transaction().await {
+                    let detail = format!("committing the transaction of lines up to {}", summary.lines);
+                    if !error.is_fenced() {
+                        let _ = producer.abort_transaction().await;
+                    }
+                    return Err(client_error(detail)(error));
+                }
+            }
+            fault::point("write.committed");
+            chunk.done(&mut summary, progress);
+        } else if let Some(mut previous) = unacked.replace(chunk) {
+            // At least once: this chunk's records are in flight while the next chunk is read
+            // and sent; the previous chunk's acknowledgements are awaited now, and only then is
+            // its position written (a position never runs ahead of an unacknowledged record).
+            previous.acknowledge(&producer, offsets_partition.as_ref(), &job_id, &options, &input_name).await?;
+            previous.done(&mut summary, progress);
+        }
+    }
+    if let Some(mut last) = unacked.take() {
+        last.acknowledge(&producer, offsets_partition.as_ref(), &job_id, &options, &input_name).await?;
+        last.done(&mut summary, progress);
+    }
+    producer.close(Duration::from_secs(30)).await.map_err(client_error("closing the producer"))?;
+    Ok(summary)
+}
+
+/// A chunk sent: its records' deliveries, the position that marks it done (files only), and the
+/// totals after it.
+struct Chunk {
+    deliveries: Vec<(u64, DeliveryFuture)>,
+    position: Option<Position>,
+    records: u64,
+    letters: u64,
+}
+
+impl Chunk {
+    /// At least once: waits for every record of the chunk, then writes its position and waits
+    /// for that too.
+    async fn acknowledge(
+        &mut self,
+        producer: &Producer,
+        offsets_partition: Option<&TopicPartition>,
+        job_id: &str,
+        options: &WriteOptions,
+        input_name: &str,
+    ) -> Result<(), WriteError> {
+        for (number, delivery) in self.deliveries.drain(..) {
+            delivery.await.map_err(client_error(format!("writing line {number} of {input_name}")))?;
+        }
+        if let (Some(partition), Some(stored)) = (offsets_partition, &self.position) {
+            let record = ProduceRecord::new(Some(&position_key(job_id)), Some(&stored.encode()));
             let delivery = producer
                 .send_to(partition, record)
                 .await
                 .map_err(client_error(format!("sending the position to {}", options.offsets_topic)))?;
             fault::point("write.position.sent");
-            if !exactly_once {
-                delivery.await.map_err(client_error(format!("writing the position to {}", options.offsets_topic)))?;
-            }
-        }
-        if in_transaction {
-            if let Err(error) = producer.commit_transaction().await {
-                let detail = format!("committing the transaction of lines up to {}", summary.lines);
-                if !error.is_fenced() {
-                    let _ = producer.abort_transaction().await;
-                }
-                return Err(client_error(detail)(error));
-            }
+            delivery.await.map_err(client_error(format!("writing the position to {}", options.offsets_topic)))?;
         }
         fault::point("write.committed");
-        summary.records = next_records;
-        summary.dead_letters = next_letters;
-        summary.chunks += 1;
-        progress(&summary);
+        Ok(())
     }
-    producer.close(Duration::from_secs(30)).await.map_err(client_error("closing the producer"))?;
-    Ok(summary)
+
+    /// The chunk is done: the summary counts it.
+    fn done(self, summary: &mut WriteSummary, progress: &mut dyn FnMut(&WriteSummary)) {
+        summary.records = self.records;
+        summary.dead_letters = self.letters;
+        summary.chunks += 1;
+        progress(summary);
+    }
 }
 
 /// The partition count of `topic`, `None` if it does not exist.

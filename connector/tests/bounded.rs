@@ -1079,16 +1079,13 @@ async fn start_and_wait(config: &Path, dest: &Path, topic: &str, at: i64) -> tok
     handle
 }
 
-#[tokio::test]
-async fn retention_loss_of_unread_records_fails_the_bounded_run() {
-    let Some(client) = sluice_tests::client().await else { return };
-    let (topic, config, dest) = slow_topic(&client, "bounded-retention", 400).await;
-    // The run stops itself (SIGSTOP) once it certified its sixth epoch, so that the records are
-    // deleted while it is provably in the middle, however loaded the machine (waiting for a
-    // certified position and racing DeleteRecords against 395 short epochs once lost the race).
+/// Starts a bounded read of `topic` that stops itself (SIGSTOP) once it certified its sixth
+/// epoch, and waits until it is stopped: what a test does next happens while the run is
+/// provably in the middle of the topic, however loaded the machine.
+async fn start_stopped_after_sixth_epoch(config: &Path, dest: &Path, topic: &str) -> std::process::Child {
     let child = std::process::Command::new(sluice_binary())
         .args(["read", "--config", config.to_str().unwrap(), "--dest", dest.to_str().unwrap()])
-        .args(["--mode", "bounded", "--topics", topic.as_str()])
+        .args(["--mode", "bounded", "--topics", topic])
         .env("SLUICE_FAULT_POINT", "epoch.certified:6:stop")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -1102,12 +1099,27 @@ async fn retention_loss_of_unread_records_fails_the_bounded_run() {
         assert!(Instant::now() < deadline, "the run did not reach its sixth epoch");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    client.delete_records(&[(sluice_wire::TopicPartition::new(&topic, 0), 390)]).await.expect("delete records");
+    child
+}
+
+/// Continues a run stopped by [`start_stopped_after_sixth_epoch`] and waits for its end.
+async fn resume(child: std::process::Child, what: &'static str) -> Run {
+    let pid = child.id();
     let resumed = std::process::Command::new("kill").args(["-CONT", &pid.to_string()]).status().expect("kill -CONT");
     assert!(resumed.success(), "kill -CONT {pid}");
-    let run = tokio::task::spawn_blocking(move || wait_run(child, Duration::from_secs(90), &"bounded retention read"))
-        .await
-        .unwrap();
+    tokio::task::spawn_blocking(move || wait_run(child, Duration::from_secs(90), &what)).await.unwrap()
+}
+
+#[tokio::test]
+async fn retention_loss_of_unread_records_fails_the_bounded_run() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let (topic, config, dest) = slow_topic(&client, "bounded-retention", 400).await;
+    // The run stops itself (SIGSTOP) once it certified its sixth epoch, so that the records are
+    // deleted while it is provably in the middle, however loaded the machine (waiting for a
+    // certified position and racing DeleteRecords against 395 short epochs once lost the race).
+    let child = start_stopped_after_sixth_epoch(&config, &dest, &topic).await;
+    client.delete_records(&[(sluice_wire::TopicPartition::new(&topic, 0), 390)]).await.expect("delete records");
+    let run = resume(child, "bounded retention read").await;
     let certified = bounded_checkpoints(&dest, &topic).unwrap()[&0];
     assert!(certified < 390, "the run was still reading when the records were deleted ({certified})");
     run.assert_code(1);
@@ -1142,7 +1154,9 @@ async fn topic_recreated_during_a_bounded_run_fails_it() {
     let Some(client) = sluice_tests::client().await else { return };
     let (topic, config, dest) = slow_topic(&client, "bounded-recreate", 400).await;
     let old_id = topic_id(&client, &topic).await;
-    let handle = start_and_wait(&config, &dest, &topic, 5).await;
+    // Stopped in the middle while the topic is deleted and created again (waiting for a
+    // certified position instead once let the run finish all 400 before the deletion).
+    let child = start_stopped_after_sixth_epoch(&config, &dest, &topic).await;
     client.delete_topics(&[&topic]).await.expect("delete topic");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -1154,15 +1168,12 @@ async fn topic_recreated_during_a_bounded_run_fails_it() {
             }
         }
     }
-    for n in 0..500 {
+    for n in 0..5 {
         produce_json(&client, &topic, 0, &[json!({"n": n, "new": true})]).await;
-        if handle.is_finished() {
-            break;
-        }
     }
-    let run = handle.await.unwrap();
     let new_id = topic_id(&client, &topic).await;
     assert_ne!(old_id, new_id);
+    let run = resume(child, "bounded read of a recreated topic").await;
     eprintln!("recreated topic run stderr: {}", run.stderr);
     assert!(!run.status.success(), "a recreated topic fails the run: {}", run.stdout);
     assert!(run.stderr.contains(&topic), "{}", run.stderr);

@@ -1672,6 +1672,15 @@ impl ProducerCore {
                 let error = fenced_error.unwrap_or(error);
                 self.fail_fatally(error);
             }
+            // Transaction version 2: the coordinator aborted the timed-out transaction and bumped
+            // the epoch itself, so the commit finds none in progress (Kafka 4.1 and 4.4 answer
+            // INVALID_TXN_STATE here, not a fencing code): name the timeout.
+            Some(ErrorCode::INVALID_TXN_STATE)
+                if matches!(fenced_error, Some(ClientError::TransactionTimedOut { .. })) =>
+            {
+                let error = fenced_error.unwrap_or(error);
+                self.fail_fatally(error);
+            }
             _ if error.is_retriable() => {
                 txn.op_attempts += 1;
                 if matches!(error, ClientError::Connection(_)) {
