@@ -1965,7 +1965,8 @@ fn encode(batch: &mut Batch, stamp: (i64, i16, i32)) -> Result<(), crate::protoc
 fn split(batch: &mut Batch, compression: Compression, transactional: bool) -> Option<Batch> {
     use crate::protocol::records::batch::RecordBatch;
     use crate::protocol::records::{DecodeLimits, Decompressor};
-    let (bytes, _) = batch.built.as_ref()?;
+    let (bytes, stamp) = batch.built.as_ref()?;
+    let (producer_id, epoch, base) = *stamp;
     let decoded = RecordBatch::decode(bytes.clone()).ok()?;
     let records = decoded.records(&mut Decompressor::new(), &DecodeLimits::default()).ok()?;
     let records = records.collect::<Result<Vec<_>, _>>().ok()?;
@@ -1981,11 +1982,18 @@ fn split(batch: &mut Batch, compression: Compression, transactional: bool) -> Op
         let builder = if index < half { &mut first } else { &mut second };
         builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers).ok()?;
     }
+    // Both closed at once: an open builder at the back of the queue would take new records,
+    // past the sequence numbers the half was given.
+    let second_base = if base < 0 { base } else { base.wrapping_add(half as i32) };
+    let first_stamp = (producer_id, epoch, base);
+    let second_stamp = (producer_id, epoch, second_base);
+    let first = Bytes::from(first.producer(producer_id, epoch, base).build().ok()?);
+    let second = Bytes::from(second.producer(producer_id, epoch, second_base).build().ok()?);
     let second_memory = batch.memory / 2;
     let tail = Batch {
         id: batch.id,
-        builder: Some(second),
-        built: None,
+        builder: None,
+        built: Some((second, second_stamp)),
         replies: batch.replies.split_off(half),
         timestamps: batch.timestamps.split_off(half),
         memory: second_memory,
@@ -1996,8 +2004,7 @@ fn split(batch: &mut Batch, compression: Compression, transactional: bool) -> Op
         retry_at: None,
         flush: batch.flush,
     };
-    batch.builder = Some(first);
-    batch.built = None;
+    batch.built = Some((first, first_stamp));
     batch.memory -= second_memory;
     Some(tail)
 }
