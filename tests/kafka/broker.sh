@@ -887,6 +887,12 @@ listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
 listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
 listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
 sasl.oauthbearer.expected.audience=sluice-kafka
+# ACLs: the producer's authorization tests DENY one user on their own topics and transactional
+# ids. Everything without an ACL stays allowed; ANONYMOUS (the PLAINTEXT listeners: controller,
+# inter-broker, the admin tools) is a super user.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=true
+super.users=User:ANONYMOUS
 EOF
     echo "listener.name.scram.scram-sha-256.sasl.jaas.config=$jaas_scram"
     echo "listener.name.scram.scram-sha-512.sasl.jaas.config=$jaas_scram"

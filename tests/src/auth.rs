@@ -75,6 +75,25 @@ pub fn auth_broker() -> Option<AuthBroker> {
     None
 }
 
+/// Allows (`"allow"`) or denies (`"deny"`) `principal` (`User:name`) an `operation` on a
+/// resource (`resource` as kafka-acls takes it: `["--topic", "t"]`, `["--transactional-id",
+/// "x"]`), with the real `kafka-acls` tool (AclCommand) over the PLAINTEXT listener, whose
+/// ANONYMOUS principal is a super user.
+pub fn add_acl(broker: &AuthBroker, permission: &str, principal: &str, operation: &str, resource: &[&str]) {
+    let status = std::process::Command::new("bash")
+        .arg(repo_root().join("tests/kafka/broker.sh"))
+        .args(["java", "org.apache.kafka.tools.AclCommand", "--bootstrap-server", &broker.internal, "--add"])
+        .args([&format!("--{permission}-principal"), principal, "--operation", operation])
+        .args(resource)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run kafka-acls");
+    assert!(
+        status.success(),
+        "kafka-acls --add --{permission}-principal {principal} --operation {operation} failed: {status:?}"
+    );
+}
+
 /// Creates or changes a SCRAM credential with the real `kafka-configs` tool (ConfigCommand).
 pub fn set_scram_password(broker: &AuthBroker, mechanism: &str, user: &str, password: &str) {
     let config = format!("{mechanism}=[iterations=4096,password={password}]");

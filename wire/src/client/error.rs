@@ -208,6 +208,25 @@ pub enum ErrorKind {
     Fenced,
 }
 
+/// What to do about an authorization refusal: the ACL the authenticated principal lacks.
+fn authorization_fix(code: ErrorCode) -> Option<&'static str> {
+    Some(match code {
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED => {
+            "the principal this client authenticated as may not do this on the topic: grant it an ACL (Write to \
+             produce; Read and Describe to consume) or connect as a principal that has one"
+        }
+        ErrorCode::GROUP_AUTHORIZATION_FAILED => "grant the authenticated principal Read on the consumer group",
+        ErrorCode::CLUSTER_AUTHORIZATION_FAILED => {
+            "grant the authenticated principal the cluster operation (Create to create topics; IdempotentWrite \
+             for an idempotent producer on brokers before 3.0)"
+        }
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+            "grant the authenticated principal Write and Describe on the transactional id"
+        }
+        _ => return None,
+    })
+}
+
 impl ClientError {
     pub(crate) fn broker(
         api: ApiKey,
@@ -395,13 +414,23 @@ impl std::fmt::Display for ClientError {
             ClientError::Connection(error) => std::fmt::Display::fmt(error, f),
             ClientError::Broker { api, code, topic, partition, message } => {
                 write!(f, "{api} failed with {code}")?;
+                // A transaction or coordinator request names its transactional id or key, not
+                // a topic.
+                let keyed = matches!(
+                    *api,
+                    ApiKey::INIT_PRODUCER_ID | ApiKey::END_TXN | ApiKey::ADD_OFFSETS_TO_TXN | ApiKey::FIND_COORDINATOR
+                );
                 match (topic, partition) {
                     (Some(topic), Some(partition)) => write!(f, " on {topic}-{partition}")?,
+                    (Some(key), None) if keyed => write!(f, " for `{key}`")?,
                     (Some(topic), None) => write!(f, " on topic {topic}")?,
                     _ => {}
                 }
                 if let Some(message) = message {
                     write!(f, ": {message}")?;
+                }
+                if let Some(fix) = authorization_fix(*code) {
+                    write!(f, "; {fix}")?;
                 }
                 Ok(())
             }
