@@ -22,6 +22,8 @@ RESPONSES = {
     # The transaction APIs: hand-made bodies below.
     "add_partitions_to_txn": (0, None), "add_offsets_to_txn": (0, None), "end_txn": (0, None),
     "txn_offset_commit": (0, None),
+    # DescribeConfigs (of `sluice write`'s offsets topic): hand-made bodies below.
+    "describe_configs": (1, None),
 }
 
 def put(target, name, data):
@@ -67,6 +69,11 @@ put("end_txn", "v5-next-epoch", bytes([5]) + struct.pack(">ihqh", 0, 0, 4000, 3)
 put("txn_offset_commit", "v0", bytes([0]) + struct.pack(">ii", 0, 1) + s16(b"t") + struct.pack(">i", 1) + struct.pack(">ih", 0, 0))
 put("txn_offset_commit", "v5-flexible", bytes([5]) + struct.pack(">i", 0) + b"\x02" + b"\x02t" + b"\x02"
     + struct.pack(">ih", 0, 25) + b"\x00" + b"\x00" + b"\x00")
+put("describe_configs", "v1-cleanup-policy", bytes([0]) + struct.pack(">ii", 0, 1) + struct.pack(">hh", 0, -1) + bytes([2])
+    + s16(b"t") + struct.pack(">i", 1) + s16(b"cleanup.policy") + s16(b"compact") + bytes([0, 1, 0]) + struct.pack(">i", 0))
+put("describe_configs", "v4-flexible", bytes([3]) + struct.pack(">i", 0) + b"\x02" + struct.pack(">h", 0) + b"\x00" + bytes([2])
+    + b"\x02t" + b"\x02" + bytes([15]) + b"cleanup.policy" + bytes([7]) + b"delete" + bytes([0, 5, 0]) + b"\x01"
+    + bytes([2]) + b"\x00" + b"\x00" + b"\x00" + b"\x00")
 # producer_core: its seeds in corpus/producer_core/ are hand-made operation sequences (see the
 # target in src/targets.rs); this script leaves them alone.
 # Produce with per-record errors (v8+, KIP-467): INVALID_RECORD on records 0 and 3.

@@ -9,7 +9,8 @@
 //!
 //! The input is cut into chunks of `--chunk-records` lines (or `--chunk-bytes`). For a file, the
 //! position after each chunk ([`position::Position`]: the file's identity, byte offset and line
-//! number) goes to the job's key in the compacted offsets topic (`_sluice_offsets` by default),
+//! number) goes to the job's key in the compacted offsets topic (`_sluice_offsets` by default;
+//! one that exists without `cleanup.policy=compact` is refused, checked with DescribeConfigs),
 //! and a restart resumes from the last position committed there, after checking that the file
 //! is the same one (device, inode, and a hash of the bytes before the position).
 //!
@@ -29,8 +30,9 @@
 //!   number; those past the committed position go). Nothing is lost or duplicated.
 //! * `at_least_once`: idempotent sends; after a chunk's records are all acknowledged, its
 //!   position record is written (files). The next chunk is read and sent meanwhile, so that
-//!   the acknowledgements of one chunk overlap the sending of the next. A crash re-sends the chunk in progress, so records
-//!   since the last position may appear twice; without a crash nothing is duplicated. Standard
+//!   the acknowledgements of one chunk overlap the sending of the next; a crash re-sends at most
+//!   those two chunks, so records since the last position may appear twice; without a crash
+//!   nothing is duplicated. Standard
 //!   input (`-`) has no position: a restart starts over, and the job is only at least once.
 //!
 //! A malformed line (not JSON, a mapped field missing or of the wrong type) fails the run with
@@ -172,6 +174,8 @@ pub enum WriteError {
     BadPosition { offsets_topic: String, partition: i32, offset: i64 },
     /// The offsets topic could not be read to its end in time.
     PositionTimeout { offsets_topic: String, partition: i32, reached: i64, end: i64 },
+    /// The offsets topic exists and is not compacted: retention would delete positions.
+    OffsetsTopicNotCompacted { offsets_topic: String, policy: String },
 }
 
 impl fmt::Display for WriteError {
@@ -211,6 +215,13 @@ impl fmt::Display for WriteError {
                 f,
                 "could not read {offsets_topic}-{partition} to offset {end} within 120 s (stuck at {reached}): an \
                  open transaction of another producer holds the last stable offset back; retry once it ended"
+            ),
+            WriteError::OffsetsTopicNotCompacted { offsets_topic, policy } => write!(
+                f,
+                "the offsets topic {offsets_topic} has cleanup.policy={policy}: retention would delete the jobs' \
+                 positions, and a restart would then write its input again. Make it compacted \
+                 (kafka-configs --alter --entity-type topics --entity-name {offsets_topic} --add-config \
+                 cleanup.policy=compact) or give another --offsets-topic"
             ),
         }
     }
@@ -482,12 +493,12 @@ pub async fn write(
             // At least once: this chunk's records are in flight while the next chunk is read
             // and sent; the previous chunk's acknowledgements are awaited now, and only then is
             // its position written (a position never runs ahead of an unacknowledged record).
-            previous.acknowledge(&producer, offsets_partition.as_ref(), &job_id, &options, &input_name).await?;
+            previous.acknowledge(&producer, offsets_partition.as_ref(), &job_id, options, &input_name).await?;
             previous.done(&mut summary, progress);
         }
     }
     if let Some(mut last) = unacked.take() {
-        last.acknowledge(&producer, offsets_partition.as_ref(), &job_id, &options, &input_name).await?;
+        last.acknowledge(&producer, offsets_partition.as_ref(), &job_id, options, &input_name).await?;
         last.done(&mut summary, progress);
     }
     producer.close(Duration::from_secs(30)).await.map_err(client_error("closing the producer"))?;
@@ -573,7 +584,31 @@ async fn ensure_offsets_topic(client: &Client, topic: &str, job_id: &str) -> Res
             topic_partitions(client, topic).await?.unwrap_or(1)
         }
     };
+    check_compacted(client, topic).await?;
     Ok(TopicPartition::new(topic, key_partition(&position_key(job_id), count)))
+}
+
+/// Refuses an offsets topic that is not compacted (one made by hand, or by another tool): with
+/// `delete` alone, retention removes positions, and exactly once is then lost at the next
+/// restart. Without the right to describe its configuration (an ACL), a warning says so.
+async fn check_compacted(client: &Client, topic: &str) -> Result<(), WriteError> {
+    let config = match client.describe_topic_config(topic, &["cleanup.policy"]).await {
+        Ok(config) => config,
+        Err(error) if error.code().is_some_and(ErrorCode::is_authorization) => {
+            tracing::warn!(
+                topic,
+                "cannot check that the offsets topic {topic} is compacted ({error}); if it is not, retention will \
+                 delete positions"
+            );
+            return Ok(());
+        }
+        Err(error) => return Err(client_error(format!("describing the offsets topic {topic}"))(error)),
+    };
+    let policy = config.get("cleanup.policy").cloned().flatten().unwrap_or_else(|| "delete".to_string());
+    if policy.split(',').any(|part| part.trim() == "compact") {
+        return Ok(());
+    }
+    Err(WriteError::OffsetsTopicNotCompacted { offsets_topic: topic.to_string(), policy })
 }
 
 /// The job's last committed position: its key's last value in the offsets partition, read

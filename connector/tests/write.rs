@@ -187,6 +187,30 @@ async fn rows_of_sluice_read_write_back_the_same_records() {
     }
 }
 
+/// An offsets topic made by hand without compaction: retention would delete positions, so the
+/// run refuses it before writing anything (read with DescribeConfigs from the real broker); the
+/// one `sluice write` creates itself, compacted, passes the same check.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_offsets_topic_that_is_not_compacted_is_refused() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let dir = temp_dir("write-offsets-policy");
+    let config = write_config(&dir, json!({}));
+    let topic = create_topic(&client, "write-policy", 1, &[]).await;
+    let input = write_input(&dir, &input_lines(10, 3, None));
+    let deleting = create_topic(&client, "write-offsets-delete", 1, &[("cleanup.policy", "delete")]).await;
+    let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--offsets-topic", deleting.as_str()];
+    let run = sluice_write(&config, &topic, &input, &args, &[]);
+    run.assert_code(1);
+    assert!(run.stderr.contains(&format!("the offsets topic {deleting} has cleanup.policy=delete")), "{}", run.stderr);
+    assert!(run.stderr.contains("cleanup.policy=compact) or give another --offsets-topic"), "{}", run.stderr);
+    assert!(committed_values(&topic).is_empty(), "nothing was written");
+    // Compacted and deleting both is compacted: accepted.
+    let both = create_topic(&client, "write-offsets-both", 1, &[("cleanup.policy", "compact,delete")]).await;
+    let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--offsets-topic", both.as_str()];
+    sluice_write(&config, &topic, &input, &args, &[]).assert_success();
+    assert_eq!(committed_values(&topic).values().map(Vec::len).sum::<usize>(), 10);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn each_malformed_line_fails_with_its_number() {
     let Some(client) = sluice_tests::client().await else { return };
@@ -434,10 +458,11 @@ async fn at_least_once_loses_nothing_and_duplicates_only_after_a_crash() {
     assert_eq!(run_with_faults(&config, &clean, &input, &args, |_| None), 0);
     assert_eq!(exactness(&expected_values(&lines, 3), &committed_values(&clean)), (0, 0, true));
     // Crashes: nothing lost, first occurrences in order; duplicates allowed. Smaller chunks and
-    // a longer input, so that the kills land mid-run.
+    // a longer input, so that the kills land mid-run (with acknowledgements overlapping the next
+    // chunk, 300 lines per kill were written before most kills came).
     let topic = create_topic(&client, "write-alo-kill", 3, &[]).await;
     let kills = (kill_rounds() / 2).max(1);
-    let lines = input_lines(300 * kills, 5, None);
+    let lines = input_lines(3000 * kills, 5, None);
     let input = write_input(&dir, &lines);
     let args = ["--key-field", "id", "--chunk-records", "10"];
     let hurt = run_with_faults(&config, &topic, &input, &args, |attempt| {

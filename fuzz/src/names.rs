@@ -15,6 +15,7 @@ pub const TARGETS: &[&str] = &[
     "create_topics",
     "delete_topics",
     "delete_records",
+    "describe_configs",
     "create_partitions",
     "sasl_handshake",
     "sasl_authenticate",

@@ -23,6 +23,7 @@ use sluice_wire::protocol::messages::consumer_protocol::{
 use sluice_wire::protocol::messages::create_partitions::CreatePartitionsResponse;
 use sluice_wire::protocol::messages::create_topics::CreateTopicsResponse;
 use sluice_wire::protocol::messages::delete_records::DeleteRecordsResponse;
+use sluice_wire::protocol::messages::describe_configs::DescribeConfigsResponse;
 use sluice_wire::protocol::messages::delete_topics::DeleteTopicsResponse;
 use sluice_wire::protocol::messages::fetch::{
     FetchAbortedTransaction, FetchResponse, FetchableTopicResponse, PartitionData,
@@ -70,6 +71,7 @@ pub fn fuzz_one(name: &str, data: &[u8]) -> bool {
         "create_topics" => response::<CreateTopicsResponse>(2, 7, data),
         "delete_topics" => response::<DeleteTopicsResponse>(1, 6, data),
         "delete_records" => response::<DeleteRecordsResponse>(0, 2, data),
+        "describe_configs" => response::<DescribeConfigsResponse>(1, 4, data),
         "create_partitions" => response::<CreatePartitionsResponse>(0, 3, data),
         "sasl_handshake" => response::<SaslHandshakeResponse>(0, 1, data),
         "sasl_authenticate" => response::<SaslAuthenticateResponse>(0, 2, data),

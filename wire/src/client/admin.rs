@@ -1,4 +1,5 @@
-//! Admin calls: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords.
+//! Admin calls: CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs
+//! (of topics).
 //!
 //! In KRaft mode any broker forwards topic changes to the active controller, so topic calls go to
 //! any broker; DeleteRecords goes to each partition's leader.
@@ -10,6 +11,7 @@ use crate::protocol::messages::create_partitions::{CreatePartitionsRequest, Crea
 use crate::protocol::messages::create_topics::{CreatableTopic, CreateTopicsRequest};
 use crate::protocol::messages::delete_records::{DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic};
 use crate::protocol::messages::delete_topics::DeleteTopicsRequest;
+use crate::protocol::messages::describe_configs::{DescribeConfigsRequest, DescribeConfigsResource, RESOURCE_TOPIC};
 use crate::protocol::messages::TopicId;
 use crate::protocol::{ApiKey, ErrorCode};
 
@@ -137,6 +139,46 @@ impl Client {
         let topics: Vec<String> = names.iter().map(|name| name.to_string()).collect();
         self.refresh_metadata(Some(&topics)).await?;
         Ok(())
+    }
+
+    /// The values of `keys` in `topic`'s configuration as the broker resolves it (the topic's
+    /// own setting, else the broker's or Kafka's default); a key the broker does not know is
+    /// absent, a sensitive one `None`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError`] with the broker's code: `UNKNOWN_TOPIC_OR_PARTITION`,
+    /// `TOPIC_AUTHORIZATION_FAILED` (DescribeConfigs needs DescribeConfigs on the topic), ...
+    pub async fn describe_topic_config(
+        &self,
+        topic: &str,
+        keys: &[&str],
+    ) -> Result<BTreeMap<String, Option<String>>, ClientError> {
+        let request = DescribeConfigsRequest {
+            resources: vec![DescribeConfigsResource {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: topic.to_string(),
+                configuration_keys: Some(keys.iter().map(|key| key.to_string()).collect()),
+            }],
+            include_synonyms: false,
+            include_documentation: false,
+        };
+        let response = self.send_to_any(&request).await?;
+        let Some(result) = response.results.into_iter().find(|result| result.resource_name == topic) else {
+            return Err(ClientError::Unsupported {
+                message: format!("the broker's DescribeConfigs response did not answer for topic {topic}"),
+            });
+        };
+        if !result.error_code.is_ok() {
+            return Err(ClientError::broker(
+                ApiKey::DESCRIBE_CONFIGS,
+                result.error_code,
+                topic,
+                None,
+                result.error_message,
+            ));
+        }
+        Ok(result.configs.into_iter().map(|entry| (entry.name, entry.value)).collect())
     }
 
     /// Raises a topic's partition count to `count` and waits for the new partitions' leaders.

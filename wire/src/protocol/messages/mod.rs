@@ -18,6 +18,7 @@ pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_configs;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
