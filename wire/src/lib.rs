@@ -10,7 +10,8 @@
 //! - [`Client`]: bootstrap, cluster metadata ([`ClusterMetadata`]), offsets
 //!   ([`Client::list_offsets`]), one-batch writes ([`Client::produce`] with [`ProduceRecord`]s) and admin
 //!   calls ([`Client::create_topic`] with a [`NewTopic`], [`Client::delete_topics`],
-//!   [`Client::create_partitions`], [`Client::delete_records`]). Cheap to clone.
+//!   [`Client::create_partitions`], [`Client::delete_records`], [`Client::describe_topic_config`]).
+//!   Cheap to clone.
 //! - [`Consumer`]: fetches the partitions you assign from their leaders, read_committed by
 //!   default, and returns [`PartitionBatch`]es of [`Record`]s.
 //! - [`GroupConsumer`]: a consumer whose partitions a consumer group assigns ([`GroupConfig`],
