@@ -61,6 +61,11 @@ impl SqlType {
             ColumnType::Bool => SqlType::Bool,
             ColumnType::Number => SqlType::Numeric,
             ColumnType::Json => SqlType::Jsonb,
+            ColumnType::Bytes => SqlType::Bytea,
+            // Only Avro topics have these, and `sluice read` refuses `format: avro` with this
+            // destination until they map to date, time and timestamp columns (read.rs); the
+            // text of the line keeps a table usable meanwhile.
+            ColumnType::Date | ColumnType::Time | ColumnType::Timestamp | ColumnType::LocalTimestamp => SqlType::Text,
         }
     }
 }
@@ -241,6 +246,7 @@ impl RowEncoder {
             match sql_type {
                 SqlType::Text => put_text(out, raw, column).map_err(|d| unrepresentable(column, d))?,
                 SqlType::Bool => put_bool(out, raw, column)?,
+                SqlType::Bytea => put_bytes_form(out, raw, column)?,
                 SqlType::Numeric => {
                     let start = begin_field(out);
                     numeric_binary(raw, out).map_err(|e| unrepresentable(column, e.to_string()))?;
