@@ -718,6 +718,24 @@ mod tests {
     }
 
     #[test]
+    fn format_raw_keeps_objects_as_bytes() {
+        let mut decoder = RowDecoder::raw(
+            "orders",
+            Incarnation { connection_id: "c".into(), cluster_id: "k".into(), topic_id: "tid".into() },
+        );
+        let mut lines = RowLines::new();
+        for (offset, value) in [(0, &br#"{"a":1}"#[..]), (1, b"plain"), (2, br#"{"b":2}"#)] {
+            decoder.decode_into(&record(offset, Some(value)), &mut lines).unwrap();
+        }
+        assert_eq!(decoder.schema().unwrap().as_ref(), &Schema::Raw);
+        let text = String::from_utf8(lines.bytes().to_vec()).unwrap();
+        assert!(
+            text.contains(r#""payload":{"utf8":"{\"a\":1}"}"#) && text.contains(r#""payload":{"utf8":"{\"b\":2}"}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn first_object_fixes_columns_and_types() {
         let mut decoder = decoder();
         let row = decoder

@@ -430,3 +430,30 @@ async fn unframed_and_unknown_records_fail_with_coordinates_or_become_dead_lette
     assert!(error.contains("offset 3") && error.contains("schema id 987654") && error.contains("404"), "{error}");
     assert_eq!(letters[1]["value"], json!({"base64": common::base64(&unknown)}));
 }
+
+/// `format: avro` with the Postgres destination is refused before anything connects: its date,
+/// time and timestamp columns have no SQL types yet. No server is needed (port 1 is closed).
+#[test]
+fn avro_to_postgres_is_refused_until_its_types_map() {
+    let dir = common::temp_dir("avro-postgres");
+    let config = common::write_config(
+        &dir,
+        json!({"brokers": ["127.0.0.1:1"], "topics": [{"name": "orders", "format": "avro"}],
+               "schema_registry": {"url": "http://127.0.0.1:1"}}),
+    );
+    let run = common::sluice(&[
+        "read",
+        "--config",
+        config.to_str().unwrap(),
+        "--dest",
+        "postgres://sluice@127.0.0.1:1/db",
+        "--mode",
+        "bounded",
+    ]);
+    assert!(!run.status.success(), "{run:?}");
+    assert!(
+        run.stderr.contains("topic orders has `format: avro`, which the Postgres destination does not take yet"),
+        "{}",
+        run.stderr
+    );
+}
