@@ -1,6 +1,6 @@
 //! A small HTTP/1.1 client for the few HTTPS calls a Kafka client makes besides Kafka itself:
 //! OAuth token endpoints, AWS STS and the AWS credential endpoints (ECS, EC2 instance metadata),
-//! and (later) a schema registry.
+//! and a schema registry (with a client certificate for mutual TLS when one is set).
 //!
 //! One request per connection (`Connection: close`), over TCP or TLS with the same rustls
 //! configuration code the broker connections use ([`crate::tls_client_config`]: a pasted CA PEM or
