@@ -163,8 +163,7 @@ pub enum ReadError {
     Row(RowError),
     /// The schema registry could not answer (after its retries).
     Registry(Box<RegistryError>),
-    /// `format: avro` with the Postgres destination, which has no typed columns for it yet.
-    AvroToPostgres { topic: String },
+
     /// Records were deleted (retention, DeleteRecords) before they were read.
     RetentionLoss { topic: String, partition: i32, from: i64, to: i64 },
     /// A certified position is past the end of the partition's log.
@@ -209,12 +208,7 @@ impl std::fmt::Display for ReadError {
                 "the schema registry could not give a record's schema; nothing past the records before it was certified, \
                  run again when the registry answers",
             ),
-            ReadError::AvroToPostgres { topic } => write!(
-                f,
-                "topic {topic} has `format: avro`, which the Postgres destination does not take yet (its date, time \
-                 and timestamp columns are not mapped to SQL types): read it into a directory destination, or use \
-                 `format: raw`"
-            ),
+
             ReadError::RetentionLoss { topic, partition, from, to } => write!(
                 f,
                 "records [{from}, {to}) of {topic}-{partition} were deleted (retention or DeleteRecords) before \
@@ -437,11 +431,6 @@ pub async fn read(
         }
         None => None,
     };
-    if let DestinationTarget::Postgres(_) = target {
-        if let Some((topic, _)) = config.payloads.iter().find(|(_, payload)| payload.format == PayloadFormat::Avro) {
-            return Err(ReadError::AvroToPostgres { topic: topic.clone() });
-        }
-    }
     let mut destination = target.open()?;
     // Held until the run ends; see `destination::DirectoryLock`.
     let _lock = match target {
