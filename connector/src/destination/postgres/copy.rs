@@ -602,8 +602,9 @@ fn time_value(sql_type: SqlType, raw: &str) -> Result<Vec<u8>, String> {
             let time = if sql_type == SqlType::Timestamptz { time.strip_suffix('Z').ok_or_else(bad)? } else { time };
             let days = parse_date(date).ok_or_else(bad)?;
             let (whole, nanos) = match time.split_once('.') {
-                Some((whole, fraction)) if fraction.len() > 6 => {
-                    (format!("{whole}.{}", &fraction[..6]), &fraction[6..])
+                Some((whole, fraction)) if fraction.len() > 6 && fraction.is_char_boundary(6) => {
+                    let (micros, nanos) = fraction.split_at(6);
+                    (format!("{whole}.{micros}"), nanos)
                 }
                 _ => (time.to_string(), ""),
             };
@@ -622,10 +623,13 @@ const POSTGRES_EPOCH_DAYS: i64 = 10_957;
 /// Days since 1970-01-01 of `YYYY-MM-DD` (H. Hinnant's `days_from_civil`).
 fn parse_date(text: &str) -> Option<i64> {
     let bytes = text.as_bytes();
-    if bytes.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' {
+    if bytes.len() != 10 || bytes.get(4) != Some(&b'-') || bytes.get(7) != Some(&b'-') {
         return None;
     }
-    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let number = |range: std::ops::Range<usize>| {
+        let part = text.get(range)?;
+        part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse::<i64>().ok())?
+    };
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
@@ -642,7 +646,7 @@ fn parse_date(text: &str) -> Option<i64> {
 fn parse_time(text: &str) -> Option<i64> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let bytes = whole.as_bytes();
-    if bytes.len() != 8 || bytes[2] != b':' || bytes[5] != b':' || fraction.len() > 6 {
+    if bytes.len() != 8 || bytes.get(2) != Some(&b':') || bytes.get(5) != Some(&b':') || fraction.len() > 6 {
         return None;
     }
     let number = |part: &str| part.parse::<i64>().ok().filter(|_| part.bytes().all(|b| b.is_ascii_digit()));
