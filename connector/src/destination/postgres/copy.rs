@@ -10,7 +10,9 @@
 //! `tombstone` boolean, `_sluice_event_id` text, `_sluice_event_ts` timestamptz,
 //! `_sluice_event_ts_type` text, `_sluice_headers` jsonb (the `[[key, value], ...]` array of the
 //! line: order, duplicates and bytes kept), `_sluice_key` bytea; payload columns: number ->
-//! numeric (from the exact text), string -> text, bool -> boolean, json -> jsonb; a raw
+//! numeric (from the exact text), string -> text, bool -> boolean, json -> jsonb; from Avro
+//! topics also bytes -> bytea, date -> date, time -> time, timestamp -> timestamptz, local
+//! timestamp -> timestamp (from the text forms of `crate::registry::avro_rows`); a raw
 //! resource's `payload` -> bytea.
 //!
 //! Binary format (PostgreSQL docs, "COPY", "Binary Format"): an 11-byte signature, flags and
