@@ -367,6 +367,21 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
     ] {
         assert_eq!(types.get(name).map(String::as_str), Some(kind), "column {name} in {schema}");
     }
+
+    // `sluice discover` shows the payload columns of the subject's latest schema.
+    let run = common::sluice(&["discover", "--config", config.to_str().unwrap(), "--json"]);
+    run.assert_success();
+    let listing: Json = serde_json::from_str(&run.stdout).unwrap();
+    let entry =
+        listing["topics"].as_array().unwrap().iter().find(|t| t["topic"] == json!(topic)).expect("topic listed");
+    assert_eq!(entry["format"], json!("avro"), "{entry}");
+    let payload = entry["payload_columns"].as_array().unwrap_or_else(|| panic!("no payload columns: {entry}"));
+    assert_eq!(payload.len(), expected[0].as_object().unwrap().len(), "{entry}");
+    assert_eq!(payload[0], json!({"name": "id", "type": "string", "nullable": false}));
+    assert!(payload.contains(&json!({"name": "note", "type": "string", "nullable": true})), "{entry}");
+    assert!(payload.contains(&json!({"name": "ts_us", "type": "timestamp", "nullable": false})), "{entry}");
+    let text = common::sluice(&["discover", "--config", config.to_str().unwrap()]);
+    assert!(text.stdout.contains("price (number), amount (number)"), "{}", text.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
