@@ -79,6 +79,8 @@ struct Known {
 struct Fixed {
     /// `None` when the columns came from the subject (a tombstone first).
     schema_id: Option<SchemaId>,
+    /// Later ids found to have the same columns, so each is compared once.
+    same: Vec<SchemaId>,
     columns: Vec<AvroColumn>,
     schema: Arc<Schema>,
     partition: i32,
@@ -186,19 +188,19 @@ impl AvroRowDecoder {
                 return Err(self.error(record, RowErrorKind::BadColumns { schema_id: id.0, error: error.clone() }))
             }
         };
-        match &self.fixed {
+        match &mut self.fixed {
             None => self.fix(record, Some(id), record_columns.clone()),
-            Some(fixed) if fixed.schema_id == Some(id) => {}
+            Some(fixed) if fixed.schema_id == Some(id) || fixed.same.contains(&id) => {}
             Some(fixed) => {
-                if !same_columns(&fixed.columns, record_columns) {
-                    return Err(self.error(
-                        record,
-                        RowErrorKind::SchemaChanged {
-                            schema_id: id.0,
-                            fixed_schema_id: fixed.schema_id.map(|id| id.0),
-                            fixed_at: (fixed.partition, fixed.offset),
-                        },
-                    ));
+                if same_columns(&fixed.columns, record_columns) {
+                    fixed.same.push(id);
+                } else {
+                    let kind = RowErrorKind::SchemaChanged {
+                        schema_id: id.0,
+                        fixed_schema_id: fixed.schema_id.map(|id| id.0),
+                        fixed_at: (fixed.partition, fixed.offset),
+                    };
+                    return Err(self.error(record, kind));
                 }
             }
         }
@@ -244,7 +246,14 @@ impl AvroRowDecoder {
         let schema = Arc::new(Schema::Object(
             columns.iter().map(|c| Column { name: c.name.clone(), column_type: column_type(c.column_type) }).collect(),
         ));
-        self.fixed = Some(Fixed { schema_id, columns, schema, partition: record.partition, offset: record.offset });
+        self.fixed = Some(Fixed {
+            schema_id,
+            same: Vec::new(),
+            columns,
+            schema,
+            partition: record.partition,
+            offset: record.offset,
+        });
     }
 
     fn row(&self, record: &RecordRef<'_>, schema: Arc<Schema>, payload: RowPayload) -> Row {
