@@ -11,9 +11,12 @@ use serde_json::json;
 
 use sluice_wire::{AuthFailure, ClientError, Compression, ConnectionError, TlsField, TlsProblem};
 
-use crate::config::Config;
+use crate::config::{Config, PayloadFormat};
 use crate::destination::WritePolicy;
 use crate::read::{self, ReadError, ReadMode, ReadOptions, ReadProgress};
+use crate::registry::avro_rows::column_type;
+use crate::registry::client::{RegistryClient, RegistrySettings};
+use crate::registry::columns::columns as registry_columns;
 use crate::rows::{METADATA_COLUMNS, TRANSPORT_COLUMNS};
 use crate::write::line::{FieldMapping, InputFormat};
 use crate::write::{CommitMode, Input, WriteOptions, WriteSummary};
@@ -510,16 +513,53 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
     let mut topics: Vec<_> = metadata.topics.values().filter(|t| !t.is_internal && t.error_code.is_ok()).collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     let columns: Vec<&str> = TRANSPORT_COLUMNS.iter().chain(METADATA_COLUMNS.iter()).copied().collect();
+    // A `format: avro` topic's payload columns are those of its value subject's latest schema
+    // (JSON topics learn theirs from the first record read). A subject that cannot give them is
+    // reported with the topic, not as a failure of the whole listing.
+    let registry =
+        config.schema_registry.as_ref().map(|settings| RegistryClient::new(RegistrySettings::from_config(settings)));
+    let mut payloads = Vec::with_capacity(topics.len());
+    for topic in &topics {
+        let payload = config.payload(&topic.name);
+        let columns = match (&registry, payload.format) {
+            (Some(registry), PayloadFormat::Avro) => {
+                Some(match registry.latest_avro_schema(&payload.value_subject).await {
+                    Ok(schema) => registry_columns(&schema)
+                        .map_err(|e| format!("subject {}: the fields cannot be columns: {e}", payload.value_subject)),
+                    Err(error) => Err(error_report(&error)),
+                })
+            }
+            _ => None,
+        };
+        payloads.push((payload.format, columns));
+    }
     if as_json {
         let list: Vec<_> = topics
             .iter()
-            .map(|t| {
-                json!({
-                    "topic": t.name,
-                    "topic_id": t.topic_id.to_string(),
-                    "partitions": t.partitions.len(),
-                    "columns": columns,
-                })
+            .zip(&payloads)
+            .map(|(t, (format, payload))| {
+                let mut entry = serde_json::Map::new();
+                entry.insert("topic".into(), json!(t.name));
+                entry.insert("topic_id".into(), json!(t.topic_id.to_string()));
+                entry.insert("partitions".into(), json!(t.partitions.len()));
+                entry.insert("columns".into(), json!(columns));
+                entry.insert("format".into(), json!(format.name()));
+                match payload {
+                    Some(Ok(payload)) => {
+                        let described: Vec<_> = payload
+                            .iter()
+                            .map(|c| {
+                                json!({"name": c.name, "type": column_type(c.column_type).name(), "nullable": c.nullable})
+                            })
+                            .collect();
+                        entry.insert("payload_columns".into(), json!(described));
+                    }
+                    Some(Err(error)) => {
+                        entry.insert("payload_error".into(), json!(error));
+                    }
+                    None => {}
+                }
+                serde_json::Value::Object(entry)
             })
             .collect();
         let value = json!({ "cluster_id": cluster_id, "topics": list });
@@ -527,9 +567,18 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
     }
     let width = topics.iter().map(|t| t.name.len()).max().unwrap_or(5).max(5);
     let mut out = format!("{:width$}  {:>10}  {:22}  columns\n", "topic", "partitions", "topic id");
-    for topic in topics {
+    for (topic, (_, payload)) in topics.iter().zip(&payloads) {
+        let payload = match payload {
+            None => "payload columns".to_string(),
+            Some(Ok(payload)) => payload
+                .iter()
+                .map(|c| format!("{} ({})", c.name, column_type(c.column_type).name()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Some(Err(error)) => format!("payload columns unknown: {error}"),
+        };
         out.push_str(&format!(
-            "{:width$}  {:>10}  {:22}  {} + payload columns\n",
+            "{:width$}  {:>10}  {:22}  {} + {payload}\n",
             topic.name,
             topic.partitions.len(),
             topic.topic_id.to_string(),

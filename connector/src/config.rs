@@ -40,7 +40,10 @@
 //!
 //! | field | meaning | default |
 //! | - | - | - |
-//! | `topics` | the default resources (topic names) | `[]` (discover) |
+//! | `topics` | the default resources: topic names, or objects `{"name": "orders", "format": "avro", "value_subject": "orders-value"}` (both kinds may be mixed) | `[]` (discover) |
+//! | `topics[].format` | how values become columns: `json` (objects become columns, see `crate::rows`), `avro` (Confluent-framed Avro with schemas from `schema_registry`, see `crate::registry::avro_rows`) or `raw` (the bytes in one `payload` column); `protobuf` and `json_schema` are refused as not supported yet | `json` |
+//! | `topics[].value_subject` | with `avro`: the registry subject whose latest schema gives the columns when the first record read is a tombstone | `<topic>-value` |
+//! | `schema_registry` | `{"url": "https://registry:8081"` (a path prefix is kept), `"username"`/`"password"` or `"api_key"`/`"api_secret"` (HTTP basic auth), or `"bearer_token"`; `"tls_ca_pem"`, `"tls_cert_pem"`/`"tls_key_pem"` (https only)`}`; every field takes `${ENV}`, credentials and PEMs are secrets; required by `format: avro` | none |
 //! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode; with a group also `group` (the group's committed offset, else `earliest`) | `earliest` |
 //! | `group_id` | share the topics' partitions with other `sluice read --mode continuous` workers of this Kafka consumer group (without it, one process reads every partition) | none |
 //! | `group_id_prefix` | as `group_id`, the id being the prefix followed by the connection id; not with `group_id` | none |
@@ -79,10 +82,11 @@
 //!
 //! # Secrets
 //!
-//! `sasl_password` and the PEM fields are held as [`Secret`], whose `Debug` and `Display` print
+//! `sasl_password`, the schema registry's credentials and the PEM fields are held as [`Secret`], whose `Debug` and `Display` print
 //! `<redacted>`. No error message includes a field's value after substitution; values that are
 //! not secret (a broker address, a mechanism name) are quoted as written.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -101,6 +105,11 @@ pub struct Config {
     pub tls: Option<TlsConfig>,
     pub sasl: Option<SaslConfig>,
     pub topics: Vec<String>,
+    /// Per topic: how its record values are decoded (`topics` objects); a topic not here (or
+    /// given by `--topics`, or discovered) is JSON.
+    pub payloads: BTreeMap<String, TopicPayload>,
+    /// The `schema_registry` connection, for `format: avro` topics.
+    pub schema_registry: Option<SchemaRegistryConfig>,
     pub start_position: StartPosition,
     pub connection_id: Option<String>,
     pub epoch: EpochLimits,
@@ -148,6 +157,67 @@ pub enum GroupProtocolSetting {
     Auto,
     Classic,
     Consumer,
+}
+
+/// How one topic's record values become columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicPayload {
+    pub format: PayloadFormat,
+    /// The registry subject of the value schema (`format: avro`): `<topic>-value` unless set.
+    /// Used for the columns when the first record read is a tombstone.
+    pub value_subject: String,
+}
+
+impl TopicPayload {
+    /// A JSON topic (the default).
+    pub fn json(topic: &str) -> TopicPayload {
+        TopicPayload { format: PayloadFormat::Json, value_subject: format!("{topic}-value") }
+    }
+}
+
+/// A topic's `format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadFormat {
+    /// JSON objects become columns (see `crate::rows`); anything else is raw bytes.
+    Json,
+    /// Confluent-framed Avro, schemas from `schema_registry` (see `crate::registry`).
+    Avro,
+    /// Every value is kept as bytes in the one `payload` column.
+    Raw,
+}
+
+impl PayloadFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            PayloadFormat::Json => "json",
+            PayloadFormat::Avro => "avro",
+            PayloadFormat::Raw => "raw",
+        }
+    }
+}
+
+/// The `schema_registry` object: a Confluent-compatible schema registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaRegistryConfig {
+    /// `http://` or `https://`, with an optional path prefix.
+    pub url: String,
+    pub auth: RegistryCredentials,
+    /// A private CA for an `https` URL; `None`: the system trust store.
+    pub ca_pem: Option<Secret>,
+    /// A client certificate for mutual TLS.
+    pub client: Option<ClientCertificate>,
+}
+
+/// How Sluice authenticates to the schema registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryCredentials {
+    None,
+    /// `username`/`password`, or `api_key`/`api_secret` (Confluent Cloud), as HTTP basic auth.
+    Basic {
+        username: Secret,
+        password: Secret,
+    },
+    Bearer(Secret),
 }
 
 /// Why a configuration was rejected. `Display` says what to fix; it never contains a secret.
@@ -372,6 +442,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "aws_role_arn",
     "aws_role_session_name",
     "topics",
+    "schema_registry",
     "start_position",
     "connection_id",
     "epoch_max_records",
@@ -430,7 +501,19 @@ impl Config {
         }
         let tls = fields.tls()?;
         let sasl = fields.sasl()?;
-        let topics = fields.topics()?;
+        let (topics, payloads) = fields.topics()?;
+        let schema_registry = fields.schema_registry()?;
+        if schema_registry.is_none() {
+            if let Some((topic, _)) = payloads.iter().find(|(_, p)| p.format == PayloadFormat::Avro) {
+                return Err(ConfigError::invalid(
+                    "schema_registry",
+                    format!(
+                        "topic {topic} has `format: avro` but there is no `schema_registry`: add \
+                         `\"schema_registry\": {{\"url\": \"https://registry:8081\"}}`, or use another format"
+                    ),
+                ));
+            }
+        }
         let start_position = match fields.string("start_position")?.as_deref() {
             None | Some("earliest") => StartPosition::Earliest,
             Some("latest") => StartPosition::Latest,
@@ -520,6 +603,8 @@ impl Config {
             tls,
             sasl,
             topics,
+            payloads,
+            schema_registry,
             start_position,
             connection_id,
             epoch,
@@ -530,6 +615,11 @@ impl Config {
             destination,
             group,
         })
+    }
+
+    /// How `topic`'s values are decoded: its `topics` object, else JSON.
+    pub fn payload(&self, topic: &str) -> TopicPayload {
+        self.payloads.get(topic).cloned().unwrap_or_else(|| TopicPayload::json(topic))
     }
 
     /// Where `sluice read` writes: `dest` (`--dest`: a `postgres://` URL, else a directory),
@@ -906,6 +996,70 @@ fn substitute(field: &str, text: &str, env_lookup: &impl Fn(&str) -> Option<Stri
     Ok(out)
 }
 
+/// One object of `topics`: `{"name", "format", "value_subject"}`.
+fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), ConfigError> {
+    const KNOWN: &[&str] = &["name", "format", "value_subject"];
+    let name = match object.get("name") {
+        Some(Value::String(name)) => name.clone(),
+        _ => {
+            return Err(ConfigError::invalid(
+                "topics",
+                "a `topics` object needs a string `name`, e.g. {\"name\": \"orders\", \"format\": \"avro\"}",
+            ))
+        }
+    };
+    if let Some(unknown) = object.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+        let hint = if unknown == "key_format" {
+            " (keys are kept as bytes in `_sluice_key`; decoding them is not supported yet)"
+        } else {
+            ""
+        };
+        return Err(ConfigError::invalid(
+            "topics",
+            format!("topic {name}: unknown field `{unknown}`{hint}; a `topics` object takes {}", KNOWN.join(", ")),
+        ));
+    }
+    let text = |key: &str| match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(ConfigError::invalid("topics", format!("topic {name}: `{key}` must be a string"))),
+    };
+    let format = match text("format")?.as_deref() {
+        None | Some("json") => PayloadFormat::Json,
+        Some("avro") => PayloadFormat::Avro,
+        Some("raw") => PayloadFormat::Raw,
+        Some(other @ ("protobuf" | "json_schema")) => {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `format: {other}` is not supported yet (Sluice decodes avro, json and raw); read the topic with `format: raw` to keep the bytes"),
+            ))
+        }
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `format` is \"{other}\": use \"json\" (the default), \"avro\" or \"raw\""),
+            ))
+        }
+    };
+    let value_subject = text("value_subject")?;
+    if let Some(subject) = &value_subject {
+        if format != PayloadFormat::Avro {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `value_subject` is for `format: avro`; remove it or set the format"),
+            ));
+        }
+        if subject.is_empty() {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `value_subject` is empty: remove it for {name}-value"),
+            ));
+        }
+    }
+    let value_subject = value_subject.unwrap_or_else(|| format!("{name}-value"));
+    Ok((name, TopicPayload { format, value_subject }))
+}
+
 fn is_connection_id(id: &str) -> bool {
     (1..=128).contains(&id.len()) && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
@@ -1198,17 +1352,167 @@ impl Fields {
         list.iter().map(|text| parse_broker(text)).collect()
     }
 
-    fn topics(&mut self) -> Result<Vec<String>, ConfigError> {
-        let topics = self.string_list("topics")?.unwrap_or_default();
-        for topic in &topics {
-            if !is_valid_topic_name(topic) {
+    /// `topics`: names, or objects `{"name", "format", "value_subject"}`, mixed freely.
+    fn topics(&mut self) -> Result<(Vec<String>, BTreeMap<String, TopicPayload>), ConfigError> {
+        let field = "topics";
+        let shape =
+            "`topics` must be a list of topic names or objects such as {\"name\": \"orders\", \"format\": \"avro\"}";
+        let items = match self.0.remove(field) {
+            None | Some(Value::Null) => return Ok((Vec::new(), BTreeMap::new())),
+            Some(Value::Array(items)) => items,
+            Some(_) => return Err(ConfigError::invalid(field, shape)),
+        };
+        let mut names = Vec::with_capacity(items.len());
+        let mut payloads = BTreeMap::new();
+        for item in items {
+            let (name, payload) = match item {
+                Value::String(name) => (name, None),
+                Value::Object(object) => {
+                    let (name, payload) = topic_object(object)?;
+                    (name, Some(payload))
+                }
+                _ => return Err(ConfigError::invalid(field, shape)),
+            };
+            if !is_valid_topic_name(&name) {
                 return Err(ConfigError::invalid(
-                    "topics",
-                    format!("`topics` has \"{topic}\", which is not a Kafka topic name: use 1 to 249 characters from A-Z, a-z, 0-9, `.`, `_` and `-`"),
+                    field,
+                    format!("`topics` has \"{name}\", which is not a Kafka topic name: use 1 to 249 characters from A-Z, a-z, 0-9, `.`, `_` and `-`"),
+                ));
+            }
+            if names.contains(&name) {
+                return Err(ConfigError::invalid(field, format!("`topics` names {name} twice: list each topic once")));
+            }
+            if let Some(payload) = payload {
+                payloads.insert(name.clone(), payload);
+            }
+            names.push(name);
+        }
+        Ok((names, payloads))
+    }
+
+    /// The `schema_registry` object.
+    fn schema_registry(&mut self) -> Result<Option<SchemaRegistryConfig>, ConfigError> {
+        let field = "schema_registry";
+        let object = match self.0.remove(field) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(object)) => object,
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    field,
+                    "`schema_registry` must be an object such as {\"url\": \"https://registry:8081\"}",
+                ))
+            }
+        };
+        const KNOWN: &[&str] = &[
+            "url",
+            "username",
+            "password",
+            "api_key",
+            "api_secret",
+            "bearer_token",
+            "tls_ca_pem",
+            "tls_cert_pem",
+            "tls_key_pem",
+        ];
+        if let Some(unknown) = object.keys().find(|key| !KNOWN.contains(&key.as_str())) {
+            return Err(ConfigError::invalid(
+                field,
+                format!("unknown field `schema_registry.{unknown}`; the fields are {}", KNOWN.join(", ")),
+            ));
+        }
+        let mut inner = Fields(object);
+        let name = |key: &str| format!("schema_registry.{key}");
+        let mut text = |key: &str| -> Result<Option<String>, ConfigError> {
+            inner
+                .string(key)
+                .map(|value| value.filter(|v| !v.is_empty()))
+                .map_err(|_| ConfigError::invalid(&name(key), format!("`{}` must be a string", name(key))))
+        };
+        let url = text("url")?;
+        let username = text("username")?.map(Secret);
+        let password = text("password")?.map(Secret);
+        let api_key = text("api_key")?.map(Secret);
+        let api_secret = text("api_secret")?.map(Secret);
+        let bearer = text("bearer_token")?.map(Secret);
+        let ca_pem = text("tls_ca_pem")?.map(Secret);
+        let cert_pem = text("tls_cert_pem")?.map(Secret);
+        let key_pem = text("tls_key_pem")?.map(Secret);
+        // The URL is not quoted back: it may carry credentials (substituted from the environment).
+        let url = url.ok_or_else(|| {
+            ConfigError::invalid(
+                &name("url"),
+                "`schema_registry.url` is missing: give the registry's http:// or https:// URL",
+            )
+        })?;
+        let https = url.starts_with("https://");
+        let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+            return Err(ConfigError::invalid(
+                &name("url"),
+                "`schema_registry.url` must start with http:// or https://",
+            ));
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        if authority.is_empty() {
+            return Err(ConfigError::invalid(&name("url"), "`schema_registry.url` has no host"));
+        }
+        if authority.contains('@') {
+            return Err(ConfigError::invalid(
+                &name("url"),
+                "`schema_registry.url` holds credentials (user@host): put them in `schema_registry.username` and `password` (as ${ENV})",
+            ));
+        }
+        let pair = |a: &str, a_value: &Option<Secret>, b: &str, b_value: &Option<Secret>| match (
+            a_value.is_some(),
+            b_value.is_some(),
+        ) {
+            (true, false) => Err(ConfigError::invalid(
+                &name(b),
+                format!("`schema_registry.{a}` is set but `schema_registry.{b}` is missing: give both, or neither"),
+            )),
+            (false, true) => Err(ConfigError::invalid(
+                &name(a),
+                format!("`schema_registry.{b}` is set but `schema_registry.{a}` is missing: give both, or neither"),
+            )),
+            _ => Ok(()),
+        };
+        pair("username", &username, "password", &password)?;
+        pair("api_key", &api_key, "api_secret", &api_secret)?;
+        pair("tls_cert_pem", &cert_pem, "tls_key_pem", &key_pem)?;
+        let auth = match (username.zip(password), api_key.zip(api_secret), bearer) {
+            (None, None, None) => RegistryCredentials::None,
+            (Some((username, password)), None, None) | (None, Some((username, password)), None) => {
+                RegistryCredentials::Basic { username, password }
+            }
+            (None, None, Some(token)) => RegistryCredentials::Bearer(token),
+            _ => {
+                return Err(ConfigError::invalid(
+                    field,
+                    "`schema_registry` has more than one kind of credentials: give one of username/password, \
+                     api_key/api_secret or bearer_token",
+                ))
+            }
+        };
+        if !https {
+            let set = [("tls_ca_pem", &ca_pem), ("tls_cert_pem", &cert_pem)];
+            if let Some((key, _)) = set.iter().find(|(_, value)| value.is_some()) {
+                return Err(ConfigError::invalid(
+                    &name(key),
+                    format!("`schema_registry.{key}` is set but the URL is http://: use an https:// URL, or remove the certificate fields"),
                 ));
             }
         }
-        Ok(topics)
+        if let Some(ca) = &ca_pem {
+            require_pem(&name("tls_ca_pem"), ca, "CERTIFICATE-----")?;
+        }
+        let client = match cert_pem.zip(key_pem) {
+            Some((cert_pem, key_pem)) => {
+                require_pem(&name("tls_cert_pem"), &cert_pem, "CERTIFICATE-----")?;
+                require_pem(&name("tls_key_pem"), &key_pem, "PRIVATE KEY-----")?;
+                Some(ClientCertificate { cert_pem, key_pem })
+            }
+            None => None,
+        };
+        Ok(Some(SchemaRegistryConfig { url, auth, ca_pem, client }))
     }
 
     fn tls(&mut self) -> Result<Option<TlsConfig>, ConfigError> {
@@ -1989,5 +2293,133 @@ mod tests {
     fn load_names_the_missing_file() {
         let error = Config::load(Path::new("/nonexistent/sluice.json")).unwrap_err();
         assert!(error.to_string().starts_with("cannot read the configuration file /nonexistent/sluice.json"));
+    }
+
+    #[test]
+    fn topics_take_names_and_objects_with_a_format() {
+        let config = parse(
+            r#"{"brokers": ["b:1"], "topics": ["plain", {"name": "orders", "format": "avro"},
+                {"name": "audit", "format": "avro", "value_subject": "audit-v"}, {"name": "blobs", "format": "raw"},
+                {"name": "events", "format": "json"}],
+                "schema_registry": {"url": "http://registry:8081"}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.topics, ["plain", "orders", "audit", "blobs", "events"]);
+        assert_eq!(config.payload("plain"), TopicPayload::json("plain"));
+        assert_eq!(
+            config.payload("orders"),
+            TopicPayload { format: PayloadFormat::Avro, value_subject: "orders-value".into() }
+        );
+        assert_eq!(config.payload("audit").value_subject, "audit-v");
+        assert_eq!(config.payload("blobs").format, PayloadFormat::Raw);
+        assert_eq!(config.payload("events").format, PayloadFormat::Json);
+        assert_eq!(config.payload("not-listed").format, PayloadFormat::Json);
+        let registry = config.schema_registry.unwrap();
+        assert_eq!(registry.url, "http://registry:8081");
+        assert_eq!(registry.auth, RegistryCredentials::None);
+    }
+
+    #[test]
+    fn topic_objects_are_checked() {
+        let base = r#""brokers": ["b:1"], "schema_registry": {"url": "http://r:1"}"#;
+        for (topics, expected) in [
+            (r#"[{"name": "t", "format": "protobuf"}]"#, "topic t: `format: protobuf` is not supported yet"),
+            (r#"[{"name": "t", "format": "json_schema"}]"#, "topic t: `format: json_schema` is not supported yet"),
+            (r#"[{"name": "t", "format": "xml"}]"#, "topic t: `format` is \"xml\""),
+            (r#"[{"name": "t", "format": 1}]"#, "topic t: `format` must be a string"),
+            (r#"[{"format": "avro"}]"#, "needs a string `name`"),
+            (r#"[{"name": "t", "key_format": "avro"}]"#, "unknown field `key_format` (keys are kept as bytes"),
+            (r#"[{"name": "t", "colour": "red"}]"#, "topic t: unknown field `colour`"),
+            (r#"[{"name": "t", "value_subject": "s"}]"#, "`value_subject` is for `format: avro`"),
+            (r#"[{"name": "t", "format": "avro", "value_subject": ""}]"#, "`value_subject` is empty"),
+            (r#"[{"name": "bad name", "format": "avro"}]"#, "not a Kafka topic name"),
+            (r#"["t", {"name": "t", "format": "avro"}]"#, "names t twice"),
+            (r#"[7]"#, "`topics` must be a list of topic names or objects"),
+            (r#""t""#, "`topics` must be a list of topic names or objects"),
+        ] {
+            let message = rejection(&format!(r#"{{{base}, "topics": {topics}}}"#));
+            assert!(message.contains(expected), "{topics}: {message}");
+        }
+        let message = rejection(r#"{"brokers": ["b:1"], "topics": [{"name": "orders", "format": "avro"}]}"#);
+        assert!(message.contains("topic orders has `format: avro` but there is no `schema_registry`"), "{message}");
+    }
+
+    #[test]
+    fn schema_registry_credentials_and_tls() {
+        let env = |name: &str| match name {
+            "SR_SECRET" => Some("sr-secret-value".to_string()),
+            "SR_TOKEN" => Some("sr-token-value".to_string()),
+            _ => None,
+        };
+        let config = Config::from_json_str(
+            &format!(
+                r#"{{"brokers": ["b:1"], "schema_registry": {{"url": "https://sr.example:8081/prefix",
+                    "api_key": "KEY1", "api_secret": "${{SR_SECRET}}", "tls_ca_pem": "{CERT}",
+                    "tls_cert_pem": "{CERT}", "tls_key_pem": "{KEY}"}}}}"#
+            ),
+            env,
+        )
+        .unwrap();
+        let registry = config.schema_registry.clone().unwrap();
+        assert_eq!(
+            registry.auth,
+            RegistryCredentials::Basic { username: Secret::new("KEY1"), password: Secret::new("sr-secret-value") }
+        );
+        assert!(registry.ca_pem.is_some() && registry.client.is_some());
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("sr-secret-value") && !debug.contains("TOPSECRETKEYBYTES"), "{debug}");
+        let bearer = Config::from_json_str(
+            r#"{"brokers": ["b:1"], "schema_registry": {"url": "http://sr:8081", "bearer_token": "${SR_TOKEN}"}}"#,
+            env,
+        )
+        .unwrap();
+        assert_eq!(bearer.schema_registry.unwrap().auth, RegistryCredentials::Bearer(Secret::new("sr-token-value")));
+        let basic =
+            parse(r#"{"brokers": ["b:1"], "schema_registry": {"url": "http://sr", "username": "u", "password": "p"}}"#)
+                .unwrap();
+        assert!(matches!(basic.schema_registry.unwrap().auth, RegistryCredentials::Basic { .. }));
+    }
+
+    #[test]
+    fn schema_registry_rejections_name_the_field_and_never_a_secret() {
+        let registry = |fields: &str| rejection(&format!(r#"{{"brokers": ["b:1"], "schema_registry": {{{fields}}}}}"#));
+        for (fields, expected) in [
+            (r#""username": "u", "password": "p""#, "`schema_registry.url` is missing"),
+            (r#""url": "ftp://sr""#, "must start with http:// or https://"),
+            (r#""url": "https://""#, "`schema_registry.url` has no host"),
+            (r#""url": "https://user:hunter2@sr""#, "holds credentials"),
+            (
+                r#""url": "http://sr", "username": "u""#,
+                "`schema_registry.username` is set but `schema_registry.password` is missing",
+            ),
+            (
+                r#""url": "http://sr", "password": "hunter2""#,
+                "`schema_registry.password` is set but `schema_registry.username` is missing",
+            ),
+            (r#""url": "http://sr", "api_key": "k""#, "`schema_registry.api_secret` is missing"),
+            (r#""url": "http://sr", "api_secret": "hunter2""#, "`schema_registry.api_key` is missing"),
+            (
+                r#""url": "http://sr", "username": "u", "password": "hunter2", "bearer_token": "hunter2""#,
+                "more than one kind of credentials",
+            ),
+            (
+                r#""url": "http://sr", "username": "u", "password": "hunter2", "api_key": "k", "api_secret": "hunter2""#,
+                "more than one kind of credentials",
+            ),
+            (r#""url": "http://sr", "tls_ca_pem": "x""#, "`schema_registry.tls_ca_pem` is set but the URL is http://"),
+            (r#""url": "https://sr", "tls_ca_pem": "hunter2""#, "`schema_registry.tls_ca_pem` does not look like PEM"),
+            (r#""url": "https://sr", "tls_cert_pem": "hunter2""#, "`schema_registry.tls_key_pem` is missing"),
+            (r#""url": "https://sr", "tls_key_pem": "hunter2""#, "`schema_registry.tls_cert_pem` is missing"),
+            (r#""url": "http://sr", "bearer_token": 5"#, "`schema_registry.bearer_token` must be a string"),
+            (r#""url": "http://sr", "tls_ca_file": "/x""#, "unknown field `schema_registry.tls_ca_file`"),
+        ] {
+            let message = registry(fields);
+            assert!(message.contains(expected), "{fields}: {message}");
+            assert!(!message.contains("hunter2"), "{fields}: {message}");
+        }
+        assert!(rejection(r#"{"brokers": ["b:1"], "schema_registry": "http://sr"}"#).contains("must be an object"));
+        let unset =
+            rejection(r#"{"brokers": ["b:1"], "schema_registry": {"url": "http://sr", "bearer_token": "${NO_SUCH}"}}"#);
+        assert!(unset.contains("NO_SUCH"), "{unset}");
     }
 }

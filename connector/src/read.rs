@@ -64,11 +64,13 @@ use sluice_wire::{
 };
 
 use crate::checkpoint::{Incarnation, NextOffset};
-use crate::config::{Config, OnMalformed, SaslMechanism, StartPosition};
+use crate::config::{Config, OnMalformed, PayloadFormat, SaslMechanism, StartPosition};
 use crate::destination::{
     AnyDestination, Claim, Destination, DestinationError, DestinationTarget, DirectoryLock, Epoch, LocalDirectory,
     LockMode, RunKind, SharedDestination, WritePolicy,
 };
+use crate::registry::avro_rows::AvroRowDecoder;
+use crate::registry::client::{RegistryClient, RegistryError, RegistrySettings};
 
 mod group;
 use crate::metrics::{GroupEvent, Metrics};
@@ -159,6 +161,9 @@ pub enum ReadError {
     Destination(DestinationError),
     /// A record does not fit its resource's schema (and `on_malformed` is `fail`).
     Row(RowError),
+    /// The schema registry could not answer (after its retries).
+    Registry(Box<RegistryError>),
+
     /// Records were deleted (retention, DeleteRecords) before they were read.
     RetentionLoss { topic: String, partition: i32, from: i64, to: i64 },
     /// A certified position is past the end of the partition's log.
@@ -199,6 +204,11 @@ impl std::fmt::Display for ReadError {
             ReadError::Client(_) => f.write_str("talking to Kafka failed"),
             ReadError::Destination(_) => f.write_str("the destination failed"),
             ReadError::Row(_) => f.write_str("a record does not fit its topic's schema"),
+            ReadError::Registry(_) => f.write_str(
+                "the schema registry could not give a record's schema; nothing past the records before it was certified, \
+                 run again when the registry answers",
+            ),
+
             ReadError::RetentionLoss { topic, partition, from, to } => write!(
                 f,
                 "records [{from}, {to}) of {topic}-{partition} were deleted (retention or DeleteRecords) before \
@@ -246,6 +256,7 @@ impl std::error::Error for ReadError {
             ReadError::Client(error) => Some(error),
             ReadError::Destination(error) => Some(error),
             ReadError::Row(error) => Some(error),
+            ReadError::Registry(error) => Some(error.as_ref()),
             ReadError::WriterThread(error) => Some(error),
             ReadError::Metrics(error) => Some(error),
             _ => None,
@@ -572,11 +583,55 @@ fn log_plan(mode: ReadMode, topic: &str, partitions: &BTreeMap<i32, PartitionRun
     }
 }
 
+/// How one topic's records become rows: its `format`. One per topic: the size difference of the
+/// variants does not matter.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum TopicDecoder {
+    /// `json` and `raw`.
+    Json(RowDecoder),
+    Avro(AvroRowDecoder),
+}
+
+impl TopicDecoder {
+    fn new(config: &Config, registry: Option<&RegistryClient>, name: &str, incarnation: Incarnation) -> Self {
+        let payload = config.payload(name);
+        match (payload.format, registry) {
+            (PayloadFormat::Avro, Some(registry)) => {
+                TopicDecoder::Avro(AvroRowDecoder::new(name, incarnation, payload.value_subject, registry.clone()))
+            }
+            (PayloadFormat::Raw, _) => TopicDecoder::Json(RowDecoder::raw(name, incarnation)),
+            // The configuration refuses `avro` without a registry.
+            _ => TopicDecoder::Json(RowDecoder::new(name, incarnation)),
+        }
+    }
+
+    fn schema(&self) -> Option<&Arc<Schema>> {
+        match self {
+            TopicDecoder::Json(decoder) => decoder.schema(),
+            TopicDecoder::Avro(decoder) => decoder.schema(),
+        }
+    }
+
+    fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<(), RowError> {
+        match self {
+            TopicDecoder::Json(decoder) => decoder.decode_into(record, lines).map(|_| ()),
+            TopicDecoder::Avro(decoder) => decoder.decode_into(record, lines),
+        }
+    }
+}
+
+/// The registry client of the run, when a topic needs one (one for all topics, so that each
+/// schema id is fetched once per process).
+fn registry_client(config: &Config) -> Option<RegistryClient> {
+    config.schema_registry.as_ref().map(|settings| RegistryClient::new(RegistrySettings::from_config(settings)))
+}
+
 /// One topic of a run.
 struct TopicRun {
     name: String,
     info: TopicInfo,
-    decoder: RowDecoder,
+    decoder: TopicDecoder,
     schema_written: bool,
     partitions: BTreeMap<i32, PartitionRun>,
     /// Index into `ReadProgress::topics`.
@@ -708,6 +763,7 @@ impl Session {
         let mut consumer = Consumer::new(client.clone(), fetch_config(config));
         let mut topics = Vec::new();
         let mut progress = ReadProgress::default();
+        let registry = registry_client(config);
         for name in names {
             let info = topic_info(&metadata, &name)?;
             let incarnation = Incarnation {
@@ -790,7 +846,7 @@ impl Session {
                 ..TopicProgress::default()
             });
             topics.push(TopicRun {
-                decoder: RowDecoder::new(&name, incarnation),
+                decoder: TopicDecoder::new(config, registry.as_ref(), &name, incarnation),
                 name,
                 info,
                 schema_written: false,
@@ -1021,6 +1077,12 @@ impl Session {
             }
             _ => return Ok(false),
         };
+        if let TopicDecoder::Avro(decoder) = &mut self.topics[t].decoder {
+            // Schemas are fetched before the batch is decoded, which then never waits.
+            let values =
+                batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end).map(|r| r.value.as_deref());
+            decoder.prepare(values).await.map_err(|error| ReadError::Registry(Box::new(error)))?;
+        }
         let limits = config.epoch;
         let mut headers: Vec<HeaderRef<'_>> = Vec::new();
         // For the metrics, reported once per batch.

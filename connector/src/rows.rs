@@ -51,6 +51,9 @@ use serde_json::{Map, Value};
 
 use crate::checkpoint::Incarnation;
 use crate::json::{self, parse_strict, JsonError};
+use crate::registry::avro::DatumError;
+use crate::registry::columns::ColumnError;
+use crate::registry::framing::FramingError;
 use crate::row_lines::{LinePath, LineTemplate, RowLines};
 
 /// Transport columns, first in every row.
@@ -81,6 +84,13 @@ pub enum ColumnType {
     Bool,
     Number,
     Json,
+    /// The types below come from Avro schemas (`crate::registry::avro_rows`, which documents
+    /// their form in a line); a JSON payload never gives them.
+    Bytes,
+    Date,
+    Time,
+    Timestamp,
+    LocalTimestamp,
 }
 
 impl ColumnType {
@@ -90,6 +100,11 @@ impl ColumnType {
             ColumnType::Bool => "bool",
             ColumnType::Number => "number",
             ColumnType::Json => "json",
+            ColumnType::Bytes => "bytes",
+            ColumnType::Date => "date",
+            ColumnType::Time => "time",
+            ColumnType::Timestamp => "timestamp",
+            ColumnType::LocalTimestamp => "local_timestamp",
         }
     }
 
@@ -176,6 +191,8 @@ pub struct RowDecoder {
     topic: String,
     incarnation: Incarnation,
     fixed: Option<Fixed>,
+    /// `format: raw`: every value is bytes, a JSON object too.
+    raw_only: bool,
 }
 
 #[derive(Debug)]
@@ -190,7 +207,13 @@ struct Fixed {
 
 impl RowDecoder {
     pub fn new(topic: impl Into<String>, incarnation: Incarnation) -> Self {
-        RowDecoder { topic: topic.into(), incarnation, fixed: None }
+        RowDecoder { topic: topic.into(), incarnation, fixed: None, raw_only: false }
+    }
+
+    /// For a `format: raw` topic: every value is kept as bytes in the `payload` column,
+    /// whatever it holds.
+    pub fn raw(topic: impl Into<String>, incarnation: Incarnation) -> Self {
+        RowDecoder { raw_only: true, ..RowDecoder::new(topic, incarnation) }
     }
 
     /// The schema, once the first record has fixed it.
@@ -253,6 +276,9 @@ impl RowDecoder {
         let Some(bytes) = record.value else {
             return Ok(Incoming::Tombstone);
         };
+        if self.raw_only {
+            return Ok(Incoming::Raw(bytes));
+        }
         match parse_strict(bytes) {
             Ok(Value::Object(object)) => Ok(Incoming::Object(object)),
             Ok(_) | Err(JsonError::Syntax(_)) => Ok(Incoming::Raw(bytes)),
@@ -473,6 +499,40 @@ pub enum RowErrorKind {
     RawInObjectResource {
         fixed_at: (i32, i64),
     },
+    /// `format: avro`: the value is not in the schema registry's wire format.
+    NotFramed(FramingError),
+    /// `format: avro`: the value's schema id cannot be used (not registered, not Avro, ...).
+    SchemaUnavailable {
+        schema_id: u32,
+        reason: String,
+    },
+    /// `format: avro`: the schema's fields cannot be columns.
+    BadColumns {
+        schema_id: u32,
+        error: ColumnError,
+    },
+    /// `format: avro`: the record's schema has other columns than the schema that fixed them.
+    SchemaChanged {
+        schema_id: u32,
+        /// `None` when the columns came from the value subject (a tombstone first).
+        fixed_schema_id: Option<u32>,
+        fixed_at: (i32, i64),
+    },
+    /// `format: avro`: the bytes are not a datum of the schema.
+    BadDatum {
+        schema_id: u32,
+        error: DatumError,
+    },
+    /// `format: avro`: a value has no representation in a row (a NaN, a year past 9999).
+    NotRepresentable {
+        field: String,
+        reason: &'static str,
+    },
+    /// `format: avro`: a tombstone before any record, and the value subject gives no columns.
+    TombstoneWithoutColumns {
+        subject: String,
+        reason: String,
+    },
 }
 
 impl RowError {
@@ -483,10 +543,17 @@ impl RowError {
             RowErrorKind::TransportNameCollision { field }
             | RowErrorKind::ReservedPrefix { field }
             | RowErrorKind::NewField { field, .. }
-            | RowErrorKind::TypeChanged { field, .. } => Some(field),
+            | RowErrorKind::TypeChanged { field, .. }
+            | RowErrorKind::NotRepresentable { field, .. } => Some(field),
             RowErrorKind::EmptyFieldName
             | RowErrorKind::ObjectInRawResource { .. }
-            | RowErrorKind::RawInObjectResource { .. } => None,
+            | RowErrorKind::RawInObjectResource { .. }
+            | RowErrorKind::NotFramed(_)
+            | RowErrorKind::SchemaUnavailable { .. }
+            | RowErrorKind::BadColumns { .. }
+            | RowErrorKind::SchemaChanged { .. }
+            | RowErrorKind::BadDatum { .. }
+            | RowErrorKind::TombstoneWithoutColumns { .. } => None,
         }
     }
 }
@@ -535,6 +602,34 @@ impl fmt::Display for RowError {
                 f,
                 "a payload that is not a JSON object in a topic whose first record (partition {partition} offset {offset}) fixed object columns; \
                  raw and object payloads cannot mix in one run; {SET_ASIDE}"
+            ),
+            RowErrorKind::NotFramed(error) => write!(f, "{error}; {SET_ASIDE}"),
+            RowErrorKind::SchemaUnavailable { schema_id, reason } => {
+                write!(f, "the record's schema id {schema_id} cannot be used: {reason}; {SET_ASIDE}")
+            }
+            RowErrorKind::BadColumns { schema_id, error } => {
+                write!(f, "the fields of schema id {schema_id} cannot be columns: {error}; {SET_ASIDE}")
+            }
+            RowErrorKind::SchemaChanged { schema_id, fixed_schema_id, fixed_at: (partition, offset) } => {
+                let fixed = match fixed_schema_id {
+                    Some(id) => format!("schema id {id} of the first record (partition {partition} offset {offset})"),
+                    None => format!("the value subject's latest schema, fixed at the tombstone at partition {partition} offset {offset}"),
+                };
+                write!(
+                    f,
+                    "the record's schema id {schema_id} has other columns (names, order or types) than {fixed}; \
+                     new columns need a new run (with `replace`, or a new destination); {SET_ASIDE}"
+                )
+            }
+            RowErrorKind::BadDatum { schema_id, error } => {
+                write!(f, "the value is not an Avro datum of its schema id {schema_id}: {error}; {SET_ASIDE}")
+            }
+            RowErrorKind::NotRepresentable { field, reason } => write!(f, "field `{field}` {reason}; {SET_ASIDE}"),
+            RowErrorKind::TombstoneWithoutColumns { subject, reason } => write!(
+                f,
+                "a tombstone came before any Avro record, and the columns cannot be taken from subject {subject}: {reason}; \
+                 set the topic's `value_subject`, or {}",
+                &SET_ASIDE["fix the producer, or ".len()..]
             ),
         }
     }
@@ -620,6 +715,24 @@ mod tests {
         let start =
             text.find(r#","_sluice_key":null"#).expect("no key in these tests") + r#","_sluice_key":null"#.len();
         text[start..].to_string()
+    }
+
+    #[test]
+    fn format_raw_keeps_objects_as_bytes() {
+        let mut decoder = RowDecoder::raw(
+            "orders",
+            Incarnation { connection_id: "c".into(), cluster_id: "k".into(), topic_id: "tid".into() },
+        );
+        let mut lines = RowLines::new();
+        for (offset, value) in [(0, &br#"{"a":1}"#[..]), (1, b"plain"), (2, br#"{"b":2}"#)] {
+            decoder.decode_into(&record(offset, Some(value)), &mut lines).unwrap();
+        }
+        assert_eq!(decoder.schema().unwrap().as_ref(), &Schema::Raw);
+        let text = String::from_utf8(lines.bytes().to_vec()).unwrap();
+        assert!(
+            text.contains(r#""payload":{"utf8":"{\"a\":1}"}"#) && text.contains(r#""payload":{"utf8":"{\"b\":2}"}"#),
+            "{text}"
+        );
     }
 
     #[test]

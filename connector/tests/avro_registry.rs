@@ -10,6 +10,13 @@
 //! registry's REST API in memory; no real registry starts here (see that script). The
 //! serializer, the broker and the bytes are real.
 //!
+//! Then the same through `sluice read` (the binary, a bounded read into the directory
+//! destination) with `format: avro`: every row's columns compared with what Python says the row
+//! must hold (`produce_avro.py --rows`, computed with Python's own date and base64 formatting);
+//! a second schema version with the same fields continues the run; an unframed record, an
+//! unknown schema id fail with their coordinates, or become dead letters with
+//! `on_malformed: dead_letter`; a tombstone stays a tombstone.
+//!
 //! Needs: the broker (`SLUICE_BROKER`), the registry (`SLUICE_REGISTRY`, default
 //! `http://127.0.0.1:18081`) and a Python with `confluent-kafka[avro,schemaregistry]`
 //! (`SLUICE_PYTHON`, default `python3`). With `CI=true` any of them missing fails the test.
@@ -18,6 +25,8 @@
 //! tests/registry/registry.sh start
 //! CI=true cargo test -p sluice --test avro_registry
 //! ```
+
+mod common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -229,4 +238,279 @@ async fn avro_from_confluent_python_serializer_decodes_field_by_field() {
     assert!(matches!(error.kind, RegistryErrorKind::NotFound), "{error}");
     let text = error.to_string();
     assert!(text.contains("schema id 987654") && text.contains("404") && text.contains(&url), "{text}");
+}
+
+/// `produce_avro.py` with `args` after bootstrap, registry and topic; its stdout lines as JSON.
+fn produce_with_python(python: &str, url: &str, topic: &str, args: &[&str]) -> Vec<Json> {
+    let script = sluice_tests::repo_root().join("tests/registry/produce_avro.py");
+    let output = Command::new(python)
+        .arg(&script)
+        .args([sluice_tests::broker_address().as_str(), url, topic])
+        .args(args)
+        .output()
+        .expect("run produce_avro.py");
+    assert!(output.status.success(), "produce_avro.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+/// A row column against Python's expectation: numbers by value, `{"decimal_text"}` as the exact
+/// text of a JSON number, objects and arrays element by element, the rest exactly.
+fn same_in_row(actual: &Json, expected: &Json) -> bool {
+    match (actual, expected) {
+        (Json::Number(a), Json::Object(e)) if e.len() == 1 && e.contains_key("decimal_text") => {
+            Some(a.to_string().as_str()) == e["decimal_text"].as_str()
+        }
+        (Json::Number(a), Json::Number(e)) => a.as_f64() == e.as_f64() && a.as_i64() == e.as_i64(),
+        (Json::Array(a), Json::Array(e)) => a.len() == e.len() && a.iter().zip(e).all(|(a, e)| same_in_row(a, e)),
+        (Json::Object(a), Json::Object(e)) => {
+            a.len() == e.len() && e.iter().all(|(k, e)| a.get(k).is_some_and(|a| same_in_row(a, e)))
+        }
+        _ => actual == expected,
+    }
+}
+
+fn avro_config(dir: &std::path::Path, topic: &str, url: &str, extra: Json) -> std::path::PathBuf {
+    let mut fields = json!({
+        "topics": [{"name": topic, "format": "avro"}],
+        "schema_registry": {"url": url},
+    });
+    if let (Some(fields), Json::Object(extra)) = (fields.as_object_mut(), extra) {
+        fields.extend(extra);
+    }
+    common::write_config(dir, fields)
+}
+
+/// The versions registered under `subject`, asked of the registry directly.
+async fn subject_versions(url: &str, subject: &str) -> Json {
+    let http = sluice_wire::http::HttpClient::new(sluice_wire::http::HttpConfig::default());
+    let request = sluice_wire::http::HttpRequest::get(&format!("{url}/subjects/{subject}/versions")).unwrap();
+    let response = http.send(request).await.expect("registry answers");
+    assert_eq!(response.status, 200, "{}", response.body_excerpt(200));
+    serde_json::from_slice(&response.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_read_writes_avro_records_as_typed_columns() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let url = registry_url();
+    if !registry_reachable(&url).await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let topic = sluice_tests::unique_topic("avro-read");
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let mut expected = produce_with_python(&python, &url, &topic, &["12", "--rows"]);
+    // A second version of the schema (a `doc` added: a new id, the same fields) continues the run.
+    expected.extend(produce_with_python(&python, &url, &topic, &["3", "--rows", "--doc"]));
+    assert_eq!(subject_versions(&url, &format!("{topic}-value")).await, json!([1, 2]), "two schema versions");
+    // A tombstone stays a tombstone.
+    common::produce(&client, &topic, 0, &[common::record(Some("gone"), None)]).await;
+
+    let dir = common::temp_dir("avro-read");
+    let dest = dir.join("out");
+    let config = avro_config(&dir, &topic, &url, json!({}));
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(rows.len(), expected.len() + 1, "rows: {rows:?}");
+    for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
+        assert_eq!(row["offset"], json!(index), "{row}");
+        assert_eq!(row["tombstone"], json!(false));
+        assert_eq!(row["_sluice_key"], json!({"utf8": format!("k{}", index % 12)}), "{row}");
+        let want = want.as_object().unwrap();
+        for (name, value) in want {
+            assert!(
+                same_in_row(&row[name], value),
+                "offset {index} column {name}: Sluice wrote {} but Python serialized {value}",
+                row[name]
+            );
+        }
+        // Transport and metadata columns, then exactly the schema's fields.
+        assert_eq!(row.as_object().unwrap().len(), 8 + want.len(), "{row}");
+    }
+    let tombstone = rows.last().unwrap();
+    assert_eq!(tombstone["tombstone"], json!(true));
+    assert_eq!(tombstone["id"], Json::Null);
+    assert_eq!(tombstone["ts_ms"], Json::Null);
+
+    // The columns' types, as the destination stores them.
+    let schema = common::read_schema(&dest, &topic).expect("schema.json");
+    let types: std::collections::BTreeMap<String, String> = schema["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["type"].as_str().unwrap().to_string()))
+        .collect();
+    for (name, kind) in [
+        ("id", "string"),
+        ("flag", "bool"),
+        ("qty", "number"),
+        ("ratio", "number"),
+        ("blob", "bytes"),
+        ("tag", "bytes"),
+        ("price", "number"),
+        ("amount", "number"),
+        ("ref", "string"),
+        ("color", "string"),
+        ("day", "date"),
+        ("t_ms", "time"),
+        ("t_us", "time"),
+        ("ts_ms", "timestamp"),
+        ("ts_us", "timestamp"),
+        ("lts_ms", "local_timestamp"),
+        ("lts_us", "local_timestamp"),
+        ("note", "string"),
+        ("either", "json"),
+        ("lines", "json"),
+        ("attrs", "json"),
+        ("next", "json"),
+        ("nothing", "json"),
+    ] {
+        assert_eq!(types.get(name).map(String::as_str), Some(kind), "column {name} in {schema}");
+    }
+
+    // `sluice discover` shows the payload columns of the subject's latest schema.
+    let run = common::sluice(&["discover", "--config", config.to_str().unwrap(), "--json"]);
+    run.assert_success();
+    let listing: Json = serde_json::from_str(&run.stdout).unwrap();
+    let entry =
+        listing["topics"].as_array().unwrap().iter().find(|t| t["topic"] == json!(topic)).expect("topic listed");
+    assert_eq!(entry["format"], json!("avro"), "{entry}");
+    let payload = entry["payload_columns"].as_array().unwrap_or_else(|| panic!("no payload columns: {entry}"));
+    assert_eq!(payload.len(), expected[0].as_object().unwrap().len(), "{entry}");
+    assert_eq!(payload[0], json!({"name": "id", "type": "string", "nullable": false}));
+    assert!(payload.contains(&json!({"name": "note", "type": "string", "nullable": true})), "{entry}");
+    assert!(payload.contains(&json!({"name": "ts_us", "type": "timestamp", "nullable": false})), "{entry}");
+    let text = common::sluice(&["discover", "--config", config.to_str().unwrap()]);
+    assert!(text.stdout.contains("price (number), amount (number)"), "{}", text.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unframed_and_unknown_records_fail_with_coordinates_or_become_dead_letters() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let url = registry_url();
+    if !registry_reachable(&url).await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let topic = sluice_tests::unique_topic("avro-bad");
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let expected = produce_with_python(&python, &url, &topic, &["2", "--rows"]);
+    // Offset 2: plain JSON, not framed; offset 3: framed with an id the registry never gave
+    // out; offset 4: a tombstone; offset 5: a good record again.
+    let mut unknown = vec![0u8];
+    unknown.extend_from_slice(&987_654u32.to_be_bytes());
+    unknown.extend_from_slice(&[2, b'x']);
+    common::produce(
+        &client,
+        &topic,
+        0,
+        &[
+            common::record(Some("json"), Some(r#"{"id":"plain"}"#)),
+            sluice_wire::ProduceRecord::new(Some(&b"unknown"[..]), Some(&unknown[..])),
+            common::record(Some("gone"), None),
+        ],
+    )
+    .await;
+    let more = produce_with_python(&python, &url, &topic, &["1", "--rows"]);
+
+    let dir = common::temp_dir("avro-bad");
+    let failing =
+        common::read_bounded_async(&avro_config(&dir, &topic, &url, json!({})), &dir.join("fail"), &[], &[]).await;
+    assert!(!failing.status.success(), "an unframed record must fail the run: {failing:?}");
+    assert!(
+        failing.stderr.contains(&format!("topic {topic} partition 0 offset 2"))
+            && failing.stderr.contains("not in the schema registry's wire format")
+            && failing.stderr.contains("dead_letter"),
+        "{}",
+        failing.stderr
+    );
+    // Nothing past the records before it was certified.
+    let certified = common::bounded_checkpoints(&dir.join("fail"), &topic).unwrap_or_default();
+    assert!(certified.get(&0).is_none_or(|next| *next <= 2), "{certified:?}");
+
+    let dest = dir.join("dead");
+    let config = avro_config(&dir.join("dl"), &topic, &url, json!({"on_malformed": "dead_letter"}));
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(common::offsets_of(&rows, 0), [0, 1, 4, 5], "{rows:?}");
+    for (row, want) in [&rows[0], &rows[1], &rows[3]].into_iter().zip(expected.iter().chain(&more)) {
+        assert!(same_in_row(&row["id"], &want["id"]) && same_in_row(&row["ts_us"], &want["ts_us"]), "{row}");
+    }
+    assert_eq!(rows[2]["tombstone"], json!(true));
+    let letters = common::read_dead_letters(&dest, &topic);
+    assert_eq!(letters.iter().map(|l| l["offset"].as_i64().unwrap()).collect::<Vec<_>>(), [2, 3], "{letters:?}");
+    let error = letters[0]["error"].as_str().unwrap();
+    assert!(error.contains("offset 2") && error.contains("first byte is 0x7b"), "{error}");
+    let error = letters[1]["error"].as_str().unwrap();
+    assert!(error.contains("offset 3") && error.contains("schema id 987654") && error.contains("404"), "{error}");
+    assert_eq!(letters[1]["value"], json!({"base64": common::base64(&unknown)}));
+}
+
+/// `format: avro` into the Postgres destination (a real server, `tests/postgres/server.sh`,
+/// `SLUICE_POSTGRES_URL`): the typed columns become date, time, timestamptz, timestamp
+/// (without time zone), numeric and bytea, and each value read back by PostgreSQL's own text
+/// output equals what Python serialized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_into_postgres_gets_typed_columns() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let url = registry_url();
+    if !registry_reachable(&url).await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let Some(db) = sluice_tests::postgres::database().await else { return };
+    let topic = sluice_tests::unique_topic("avro-pg");
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let expected = produce_with_python(&python, &url, &topic, &["3", "--rows"]);
+    let dir = common::temp_dir("avro-pg");
+    let config = avro_config(&dir, &topic, &url, json!({}));
+    let output = Command::new(common::sluice_binary())
+        .args(["read", "--config", config.to_str().unwrap(), "--dest", &db.url_without_password(), "--mode", "bounded"])
+        .env("PGPASSWORD", db.password().unwrap())
+        .output()
+        .expect("run sluice");
+    assert!(output.status.success(), "sluice failed: {}", String::from_utf8_lossy(&output.stderr));
+
+    let types: std::collections::BTreeMap<String, String> = db
+        .query_strings(&format!(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{topic}'"
+        ))
+        .await
+        .into_iter()
+        .map(|row| (row[0].clone().unwrap(), row[1].clone().unwrap()))
+        .collect();
+    for (name, kind) in [
+        ("day", "date"),
+        ("t_ms", "time without time zone"),
+        ("ts_us", "timestamp with time zone"),
+        ("lts_us", "timestamp without time zone"),
+        ("price", "numeric"),
+        ("blob", "bytea"),
+        ("id", "text"),
+        ("next", "jsonb"),
+    ] {
+        assert_eq!(types.get(name).map(String::as_str), Some(kind), "column {name}: {types:?}");
+    }
+    // PostgreSQL's own text output, in UTC, against Python's: the same instants and values.
+    let rows = db
+        .query_strings(&format!(
+            "SET TIME ZONE 'UTC'; SELECT \"offset\"::text, day::text, t_ms::text, t_us::text, \
+             to_char(ts_ms, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), to_char(ts_us, 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+             to_char(lts_us, 'YYYY-MM-DD\"T\"HH24:MI:SS.US'), price::text, encode(blob, 'base64') \
+             FROM \"{topic}\" ORDER BY \"offset\""
+        ))
+        .await;
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (row, want) in rows.iter().zip(&expected) {
+        let got: Vec<&str> = row.iter().map(|v| v.as_deref().unwrap_or("NULL")).collect();
+        let want_time = |name: &str| want[name].as_str().unwrap().to_string();
+        assert_eq!(got[1], want_time("day"), "{got:?}");
+        assert_eq!(got[2], want_time("t_ms").trim_end_matches('0').trim_end_matches('.'), "{got:?}");
+        assert_eq!(got[3], want_time("t_us"), "{got:?}");
+        assert_eq!(got[4], want_time("ts_ms"), "{got:?}");
+        assert_eq!(got[5], want_time("ts_us"), "{got:?}");
+        assert_eq!(got[6], want_time("lts_us"), "{got:?}");
+        assert_eq!(got[7], want["price"]["decimal_text"].as_str().unwrap(), "{got:?}");
+        assert_eq!(got[8], want["blob"]["base64"].as_str().unwrap(), "{got:?}");
+    }
 }

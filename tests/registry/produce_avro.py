@@ -6,10 +6,18 @@ plain terms Sluice's test compares against field by field: decimals as exact tex
 text, dates as days, times and timestamps as integers in the schema's unit, bytes as hex,
 unions as {"branch": <type name>, "value": ...}.
 
-    produce_avro.py BOOTSTRAP REGISTRY_URL TOPIC
+    produce_avro.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT] [--rows] [--doc]
+
+--rows prints instead what each record's row in `sluice read`'s JSON Lines must hold, computed
+here with Python's own formatting (isoformat, base64), not Sluice's: dates and times as ISO
+8601 / RFC 3339 text in the schema's unit, bytes as {"utf8"} or {"base64"}, decimals as
+{"decimal_text": ...} (the row holds them as JSON numbers of exactly that text), unions as the
+branch's value, the nested record in full. --doc registers the schema with a `doc` attribute: a
+second schema version (a new id) with the same fields.
 
 Test-only (pip install confluent-kafka fastavro). Not Sluice's code: the bytes are theirs.
 """
+import base64
 import datetime
 import decimal
 import json
@@ -104,6 +112,38 @@ def order(i):
     return value, expected
 
 
+def bytes_form(data):
+    try:
+        return {"utf8": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def zulu(dt, timespec):
+    return dt.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def row_form(value):
+    """The row columns `sluice read` must write for an Order value (see the module docs)."""
+    either = value["either"]
+    if isinstance(either, tuple):
+        either = either[1]
+    return {
+        "id": value["id"], "flag": value["flag"], "qty": value["qty"], "big": value["big"],
+        "ratio": value["ratio"], "score": value["score"], "blob": bytes_form(value["blob"]), "nothing": None,
+        "color": value["color"], "tag": bytes_form(value["tag"]),
+        "price": {"decimal_text": str(value["price"])}, "amount": {"decimal_text": str(value["amount"])},
+        "ref": str(value["ref"]), "day": value["day"].isoformat(),
+        "t_ms": value["t_ms"].isoformat(timespec="milliseconds"),
+        "t_us": value["t_us"].isoformat(timespec="microseconds"),
+        "ts_ms": zulu(value["ts_ms"], "milliseconds"), "ts_us": zulu(value["ts_us"], "microseconds"),
+        "lts_ms": value["lts_ms"].isoformat(timespec="milliseconds"),
+        "lts_us": value["lts_us"].isoformat(timespec="microseconds"),
+        "note": value["note"], "either": either, "lines": value["lines"], "attrs": value["attrs"],
+        "next": None if value["next"] is None else row_form(value["next"]),
+    }
+
+
 def inner_order(i):
     # A nested Order (the record refers to itself), with the same fields at fixed values.
     value, _ = order(i + 1)
@@ -113,17 +153,20 @@ def inner_order(i):
 
 
 def main():
-    bootstrap, registry_url, topic = sys.argv[1:4]
+    flags = [arg for arg in sys.argv[1:] if arg.startswith("--")]
+    args = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    bootstrap, registry_url, topic = args[:3]
+    schema = dict(SCHEMA, doc="version with a doc") if "--doc" in flags else SCHEMA
     registry = SchemaRegistryClient({"url": registry_url})
-    serializer = AvroSerializer(registry, json.dumps(SCHEMA))
+    serializer = AvroSerializer(registry, json.dumps(schema))
     producer = SerializingProducer({"bootstrap.servers": bootstrap, "key.serializer": StringSerializer("utf_8"),
                                     "value.serializer": serializer, "enable.idempotence": True})
-    count = int(sys.argv[4]) if len(sys.argv) > 4 else 12
+    count = int(args[3]) if len(args) > 3 else 12
     expected = []
     for i in range(count):
         value, want = order(i)
         producer.produce(topic, key=f"k{i}", value=value)
-        expected.append(want)
+        expected.append(row_form(value) if "--rows" in flags else want)
     producer.flush(30)
     for want in expected:
         print(json.dumps(want))

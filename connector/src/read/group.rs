@@ -34,7 +34,6 @@ use super::{
 use crate::checkpoint::{Incarnation, NextOffset};
 use crate::config::{Config, GroupProtocolSetting, GroupSettings, StartPosition};
 use crate::destination::{AnyDestination, DestinationError, SharedDestination};
-use crate::rows::RowDecoder;
 
 /// How long a revocation or a stop waits for the final commit to the group (the positions are
 /// certified already; the commit only makes them visible).
@@ -155,6 +154,7 @@ impl Session {
         let mut claimer = destination.open_another()?;
         let mut topics = Vec::new();
         let mut progress = ReadProgress::default();
+        let registry = super::registry_client(config);
         for name in names {
             let info = super::topic_info(&metadata, &name)?;
             let incarnation = Incarnation {
@@ -166,7 +166,7 @@ impl Session {
             claimer.begin_shared_run(&name, &incarnation)?;
             progress.topics.push(TopicProgress { topic: name.clone(), ..TopicProgress::default() });
             topics.push(TopicRun {
-                decoder: RowDecoder::new(&name, incarnation),
+                decoder: super::TopicDecoder::new(config, registry.as_ref(), &name, incarnation),
                 name,
                 info,
                 schema_written: false,

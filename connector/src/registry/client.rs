@@ -171,12 +171,41 @@ pub struct RegistrySettings {
     pub auth: RegistryAuth,
     /// A private CA for `https` URLs.
     pub ca_pem: Option<String>,
+    /// A client certificate chain and key (PEM), for mutual TLS.
+    pub client_certificate: Option<(String, String)>,
     pub timeout: Duration,
 }
 
 impl RegistrySettings {
     pub fn new(url: impl Into<String>) -> RegistrySettings {
-        RegistrySettings { url: url.into(), auth: RegistryAuth::None, ca_pem: None, timeout: Duration::from_secs(10) }
+        RegistrySettings {
+            url: url.into(),
+            auth: RegistryAuth::None,
+            ca_pem: None,
+            client_certificate: None,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The settings of the configuration's `schema_registry` object.
+    pub fn from_config(config: &crate::config::SchemaRegistryConfig) -> RegistrySettings {
+        use crate::config::RegistryCredentials;
+        let auth = match &config.auth {
+            RegistryCredentials::None => RegistryAuth::None,
+            RegistryCredentials::Basic { username, password } => {
+                RegistryAuth::Basic { username: username.expose().to_string(), password: password.expose().to_string() }
+            }
+            RegistryCredentials::Bearer(token) => RegistryAuth::Bearer(token.expose().to_string()),
+        };
+        RegistrySettings {
+            auth,
+            ca_pem: config.ca_pem.as_ref().map(|pem| pem.expose().to_string()),
+            client_certificate: config
+                .client
+                .as_ref()
+                .map(|client| (client.cert_pem.expose().to_string(), client.key_pem.expose().to_string())),
+            ..RegistrySettings::new(config.url.clone())
+        }
     }
 }
 
@@ -273,6 +302,9 @@ impl RegistryClient {
         if let Some(ca) = &settings.ca_pem {
             config = config.with_ca_pem(ca.clone());
         }
+        if let Some((cert, key)) = &settings.client_certificate {
+            config = config.with_client_certificate(cert.clone(), key.clone());
+        }
         let settings = Arc::new(RegistrySettings { url: settings.url.trim_end_matches('/').to_string(), ..settings });
         RegistryClient { settings, http: HttpClient::new(config), avro: Arc::default() }
     }
@@ -283,7 +315,22 @@ impl RegistryClient {
             return Ok(schema);
         }
         let what = format!("schema id {id}");
-        let registered = self.fetch(&format!("/schemas/ids/{id}"), &what).await?;
+        let schema = self.avro_at(&format!("/schemas/ids/{id}"), &what).await?;
+        if let Ok(mut cache) = self.avro.lock() {
+            cache.insert(id, schema.clone());
+        }
+        Ok(schema)
+    }
+
+    /// The latest Avro schema registered under `subject` (not cached: it changes).
+    pub async fn latest_avro_schema(&self, subject: &str) -> Result<Arc<AvroSchema>, RegistryError> {
+        let what = format!("subject {subject} version latest");
+        self.avro_at(&format!("/subjects/{}/versions/latest", percent_encode(subject)), &what).await
+    }
+
+    async fn avro_at(&self, path: &str, what: &str) -> Result<Arc<AvroSchema>, RegistryError> {
+        let what = what.to_string();
+        let registered = self.fetch(path, &what).await?;
         if registered.schema_type != SchemaType::Avro {
             return Err(self.error(
                 &what,
@@ -294,11 +341,7 @@ impl RegistryClient {
         let mut seen = Vec::new();
         self.add_references(&registered.references, &mut parser, &mut seen, 0, &what).await?;
         let schema = parser.parse(&registered.schema).map_err(|e| self.error(&what, RegistryErrorKind::Schema(e)))?;
-        let schema = Arc::new(schema);
-        if let Ok(mut cache) = self.avro.lock() {
-            cache.insert(id, schema.clone());
-        }
-        Ok(schema)
+        Ok(Arc::new(schema))
     }
 
     /// Depth-first, dependencies before dependents; a subject/version already parsed is

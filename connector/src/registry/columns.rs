@@ -13,7 +13,7 @@
 //! | `["null", T]` (either order) | T, nullable |
 //! | any other union | json |
 //!
-//! Not yet used by `sluice read` (the read path still takes JSON payloads only).
+//! `sluice read` uses them for `format: avro` topics ([`super::avro_rows`]).
 
 use std::fmt;
 

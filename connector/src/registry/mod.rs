@@ -1,9 +1,10 @@
 //! Schema-registry payloads: the Confluent framing ([`framing`]), Avro ([`avro`]) and
-//! the registry client ([`client`]).
+//! the registry client ([`client`]), and Avro topics as rows ([`avro_rows`]).
 //!
 //! Sans-IO and bounded like the wire client's decoders: record values are untrusted bytes.
 
 pub mod avro;
+pub mod avro_rows;
 pub mod client;
 pub mod columns;
 pub mod framing;

@@ -1,6 +1,6 @@
 //! A small HTTP/1.1 client for the few HTTPS calls a Kafka client makes besides Kafka itself:
 //! OAuth token endpoints, AWS STS and the AWS credential endpoints (ECS, EC2 instance metadata),
-//! and (later) a schema registry.
+//! and a schema registry (with a client certificate for mutual TLS when one is set).
 //!
 //! One request per connection (`Connection: close`), over TCP or TLS with the same rustls
 //! configuration code the broker connections use ([`crate::tls_client_config`]: a pasted CA PEM or
@@ -45,6 +45,8 @@ use crate::connection::tls::{self, TlsError, TlsProblem, TlsSettings};
 pub struct HttpConfig {
     /// A private CA (PEM) to trust for `https` URLs; `None`: the system trust store.
     pub ca_pem: Option<String>,
+    /// A client certificate chain and its private key (PEM), for mutual TLS.
+    pub client_certificate: Option<(String, String)>,
     /// Time allowed for the TCP connect and the TLS handshake.
     pub connect_timeout: Duration,
     /// Time allowed for the whole exchange, connecting included.
@@ -57,6 +59,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             ca_pem: None,
+            client_certificate: None,
             connect_timeout: Duration::from_secs(5),
             timeout: Duration::from_secs(15),
             max_body_bytes: 1 << 20,
@@ -68,6 +71,13 @@ impl HttpConfig {
     /// The same settings trusting only this CA for `https` URLs.
     pub fn with_ca_pem(mut self, ca_pem: impl Into<String>) -> Self {
         self.ca_pem = Some(ca_pem.into());
+        self
+    }
+
+    /// The same settings presenting this client certificate chain and key (PEM) for `https`
+    /// URLs (mutual TLS).
+    pub fn with_client_certificate(mut self, cert_pem: impl Into<String>, key_pem: impl Into<String>) -> Self {
+        self.client_certificate = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -89,6 +99,7 @@ impl fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpConfig")
             .field("ca_pem", &self.ca_pem.as_ref().map(|_| "<pem>"))
+            .field("client_certificate", &self.client_certificate.as_ref().map(|_| "<redacted>"))
             .field("connect_timeout", &self.connect_timeout)
             .field("timeout", &self.timeout)
             .field("max_body_bytes", &self.max_body_bytes)
@@ -340,7 +351,14 @@ impl HttpClient {
     }
 
     fn tls_config(&self) -> Result<Arc<rustls::ClientConfig>, HttpError> {
-        let built = self.tls.get_or_init(|| tls::client_config(&TlsSettings::new(self.config.ca_pem.clone())));
+        let built = self.tls.get_or_init(|| {
+            let settings = TlsSettings::new(self.config.ca_pem.clone());
+            let settings = match &self.config.client_certificate {
+                Some((cert, key)) => settings.with_client_certificate(cert.clone(), key.clone()),
+                None => settings,
+            };
+            tls::client_config(&settings)
+        });
         built.clone().map_err(|source| HttpError::TlsConfig { source })
     }
 

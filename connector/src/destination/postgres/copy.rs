@@ -10,7 +10,9 @@
 //! `tombstone` boolean, `_sluice_event_id` text, `_sluice_event_ts` timestamptz,
 //! `_sluice_event_ts_type` text, `_sluice_headers` jsonb (the `[[key, value], ...]` array of the
 //! line: order, duplicates and bytes kept), `_sluice_key` bytea; payload columns: number ->
-//! numeric (from the exact text), string -> text, bool -> boolean, json -> jsonb; a raw
+//! numeric (from the exact text), string -> text, bool -> boolean, json -> jsonb; from Avro
+//! topics also bytes -> bytea, date -> date, time -> time, timestamp -> timestamptz, local
+//! timestamp -> timestamp (from the text forms of `crate::registry::avro_rows`); a raw
 //! resource's `payload` -> bytea.
 //!
 //! Binary format (PostgreSQL docs, "COPY", "Binary Format"): an 11-byte signature, flags and
@@ -38,6 +40,9 @@ pub enum SqlType {
     Jsonb,
     Bytea,
     Numeric,
+    Date,
+    Time,
+    Timestamp,
 }
 
 impl SqlType {
@@ -52,6 +57,9 @@ impl SqlType {
             SqlType::Jsonb => "jsonb",
             SqlType::Bytea => "bytea",
             SqlType::Numeric => "numeric",
+            SqlType::Date => "date",
+            SqlType::Time => "time without time zone",
+            SqlType::Timestamp => "timestamp without time zone",
         }
     }
 
@@ -61,6 +69,11 @@ impl SqlType {
             ColumnType::Bool => SqlType::Bool,
             ColumnType::Number => SqlType::Numeric,
             ColumnType::Json => SqlType::Jsonb,
+            ColumnType::Bytes => SqlType::Bytea,
+            ColumnType::Date => SqlType::Date,
+            ColumnType::Time => SqlType::Time,
+            ColumnType::Timestamp => SqlType::Timestamptz,
+            ColumnType::LocalTimestamp => SqlType::Timestamp,
         }
     }
 }
@@ -241,6 +254,11 @@ impl RowEncoder {
             match sql_type {
                 SqlType::Text => put_text(out, raw, column).map_err(|d| unrepresentable(column, d))?,
                 SqlType::Bool => put_bool(out, raw, column)?,
+                SqlType::Bytea => put_bytes_form(out, raw, column)?,
+                SqlType::Date | SqlType::Time | SqlType::Timestamptz | SqlType::Timestamp => {
+                    let value = time_value(*sql_type, raw).map_err(|d| unrepresentable(column, d))?;
+                    put(out, &value);
+                }
                 SqlType::Numeric => {
                     let start = begin_field(out);
                     numeric_binary(raw, out).map_err(|e| unrepresentable(column, e.to_string()))?;
@@ -564,6 +582,82 @@ fn timestamptz_micros(millis: i64) -> Option<i64> {
     const END: i64 = 9_223_371_331_200_000_000;
     let micros = millis.checked_sub(POSTGRES_EPOCH_MILLIS)?.checked_mul(1000)?;
     (MIN..END).contains(&micros).then_some(micros)
+}
+
+/// The binary send form of a date, time or timestamp column from the text the line holds (the
+/// forms of `crate::registry::avro_rows`): a date is days since 2000-01-01 (int4), a time
+/// microseconds since midnight (int8), a timestamp microseconds since 2000-01-01 (int8; UTC
+/// for timestamptz). PostgreSQL keeps microseconds: a timestamp with nanoseconds that are not
+/// whole microseconds is refused rather than cut.
+fn time_value(sql_type: SqlType, raw: &str) -> Result<Vec<u8>, String> {
+    let text =
+        raw.strip_prefix('"').and_then(|t| t.strip_suffix('"')).ok_or_else(|| format!("is not a string ({raw})"))?;
+    let bad = || format!("holds \"{text}\", not a {} in Sluice's form", sql_type.sql_name());
+    match sql_type {
+        SqlType::Date => {
+            let days = parse_date(text).ok_or_else(bad)?;
+            Ok(i32::try_from(days - POSTGRES_EPOCH_DAYS).map_err(|_| bad())?.to_be_bytes().to_vec())
+        }
+        SqlType::Time => Ok(parse_time(text).ok_or_else(bad)?.to_be_bytes().to_vec()),
+        _ => {
+            let (date, time) = text.split_once('T').ok_or_else(bad)?;
+            let time = if sql_type == SqlType::Timestamptz { time.strip_suffix('Z').ok_or_else(bad)? } else { time };
+            let days = parse_date(date).ok_or_else(bad)?;
+            let (whole, nanos) = match time.split_once('.') {
+                Some((whole, fraction)) if fraction.len() > 6 && fraction.is_char_boundary(6) => {
+                    let (micros, nanos) = fraction.split_at(6);
+                    (format!("{whole}.{micros}"), nanos)
+                }
+                _ => (time.to_string(), ""),
+            };
+            if nanos.bytes().any(|digit| digit != b'0') {
+                return Err(format!("holds \"{text}\", finer than the microseconds PostgreSQL keeps"));
+            }
+            let micros = (days - POSTGRES_EPOCH_DAYS) * 86_400_000_000 + parse_time(&whole).ok_or_else(bad)?;
+            Ok(micros.to_be_bytes().to_vec())
+        }
+    }
+}
+
+/// 1970-01-01 to 2000-01-01.
+const POSTGRES_EPOCH_DAYS: i64 = 10_957;
+
+/// Days since 1970-01-01 of `YYYY-MM-DD` (H. Hinnant's `days_from_civil`).
+fn parse_date(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 10 || bytes.get(4) != Some(&b'-') || bytes.get(7) != Some(&b'-') {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| {
+        let part = text.get(range)?;
+        part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse::<i64>().ok())?
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year.rem_euclid(400);
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    Some(era * 146_097 + day_of_era - 719_468)
+}
+
+/// Microseconds since midnight of `HH:MM:SS[.f]` (at most 6 fraction digits).
+fn parse_time(text: &str) -> Option<i64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let bytes = whole.as_bytes();
+    if bytes.len() != 8 || bytes.get(2) != Some(&b':') || bytes.get(5) != Some(&b':') || fraction.len() > 6 {
+        return None;
+    }
+    let number = |part: &str| part.parse::<i64>().ok().filter(|_| part.bytes().all(|b| b.is_ascii_digit()));
+    let (hours, minutes, seconds) = (number(whole.get(0..2)?)?, number(whole.get(3..5)?)?, number(whole.get(6..8)?)?);
+    if hours > 23 || minutes > 59 || seconds > 59 {
+        return None;
+    }
+    let micros = if fraction.is_empty() { 0 } else { number(fraction)? * 10_i64.pow(6 - fraction.len() as u32) };
+    Some(((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + micros)
 }
 
 /// Why a JSON number cannot be a PostgreSQL numeric.
@@ -1007,5 +1101,30 @@ mod tests {
         // Not Sluice's row layout: a bug, said as one.
         let error = encoder.encode_line(br#"{"topic":"t"}"#, &mut Vec::new()).unwrap_err();
         assert!(matches!(error, CopyError::Malformed { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn dates_times_and_timestamps_in_binary_form() {
+        let int8 = |bytes: Vec<u8>| i64::from_be_bytes(bytes.try_into().unwrap());
+        assert_eq!(time_value(SqlType::Date, r#""2000-01-01""#).unwrap(), 0i32.to_be_bytes());
+        assert_eq!(time_value(SqlType::Date, r#""1970-01-01""#).unwrap(), (-10_957i32).to_be_bytes());
+        assert_eq!(time_value(SqlType::Date, r#""2024-02-29""#).unwrap(), 8_825i32.to_be_bytes());
+        assert_eq!(int8(time_value(SqlType::Time, r#""13:45:30.123""#).unwrap()), 49_530_123_000);
+        assert_eq!(int8(time_value(SqlType::Time, r#""00:00:00.000001""#).unwrap()), 1);
+        assert_eq!(int8(time_value(SqlType::Timestamptz, r#""2000-01-02T00:00:01.5Z""#).unwrap()), 86_401_500_000);
+        assert_eq!(int8(time_value(SqlType::Timestamp, r#""1999-12-31T23:59:59.999999""#).unwrap()), -1);
+        assert_eq!(int8(time_value(SqlType::Timestamptz, r#""2000-01-01T00:00:00.000001000Z""#).unwrap()), 1);
+        assert!(time_value(SqlType::Timestamptz, r#""2000-01-01T00:00:00.000000001Z""#)
+            .unwrap_err()
+            .contains("microseconds"));
+        for (sql_type, bad) in [
+            (SqlType::Date, r#""2024-13-01""#),
+            (SqlType::Date, "17"),
+            (SqlType::Time, r#""24:00:00.000""#),
+            (SqlType::Timestamptz, r#""2000-01-01T00:00:00.000""#),
+            (SqlType::Timestamp, r#""2000-01-01 00:00:00""#),
+        ] {
+            assert!(time_value(sql_type, bad).is_err(), "{bad}");
+        }
     }
 }
