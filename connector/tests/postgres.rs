@@ -810,16 +810,25 @@ async fn a_worker_frozen_in_the_middle_of_a_copy_does_not_stall_the_next_owner()
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let watcher = db.connect().await;
-    let in_copy: i64 = watcher
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' \
-             AND query LIKE 'COPY%' AND wait_event = 'ClientRead'",
-            &[&format!("sluice {pid}")],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(in_copy, 1, "the frozen worker's session is not waiting in a COPY");
+    // The server shows the session waiting for COPY data once its backend reaches the read: on a
+    // loaded machine a moment after the client stopped (the soak once looked too early).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let in_copy: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' \
+                 AND query LIKE 'COPY%' AND wait_event = 'ClientRead'",
+                &[&format!("sluice {pid}")],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if in_copy == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the frozen worker's session is not waiting in a COPY ({in_copy} sessions)");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let mine = |owner: &str| owner.contains(&format!("-{pid}-"));
     let held: Vec<i32> = partition_rows(&db, &topic)
         .await
