@@ -427,7 +427,9 @@ async fn exactly_once_survives_kill_9_at_random_moments() {
     let config = write_config(&dir, json!({}));
     let topic = create_topic(&client, "write-kill", 3, &[]).await;
     let kills = kill_rounds();
-    let lines = input_lines(300 * kills.max(1), 17, None);
+    // 1000 lines per kill: with 300, a clean-clone CI run wrote the rest within the delay of the
+    // sixth kill, so 5 of 20 kills landed.
+    let lines = input_lines(1000 * kills.max(1), 17, None);
     let input = write_input(&dir, &lines);
     let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--chunk-records", "10"];
     let hurt = run_with_faults(&config, &topic, &input, &args, |attempt| {
