@@ -1039,16 +1039,23 @@ impl fmt::Display for LockHolder {
 pub fn utc_text(unix_seconds: u64) -> String {
     let days = (unix_seconds / 86_400) as i64;
     let seconds = unix_seconds % 86_400;
-    let z = days + 719_468;
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", seconds / 3600, seconds / 60 % 60, seconds % 60)
+}
+
+/// The proleptic Gregorian (year, month, day) of days since 1970-01-01 (H. Hinnant's
+/// `civil_from_days`, exact for every i64 day count that fits the arithmetic).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days.saturating_add(719_468);
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
     let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", seconds / 3600, seconds / 60 % 60, seconds % 60)
+    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
+    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 } as u32;
+    let year = year_of_era.saturating_add(era.saturating_mul(400)) + i64::from(month <= 2);
+    (year, month, day)
 }
 
 /// This machine's name: the kernel's (the UTS namespace's, so a container's own), else

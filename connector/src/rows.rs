@@ -259,17 +259,7 @@ impl RowDecoder {
                 return Err(self.error(record, RowErrorKind::ObjectInRawResource { fixed_at: self.fixed_at() }))
             }
         };
-        Ok(Row {
-            schema,
-            topic: self.topic.clone(),
-            partition: record.partition,
-            offset: record.offset,
-            event_id: self.incarnation.event_id(record.partition, record.offset),
-            timestamp: record.timestamp,
-            headers: record.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
-            key: record.key.map(<[u8]>::to_vec),
-            payload,
-        })
+        Ok(Row::of_record(&self.topic, &self.incarnation, record, schema, payload))
     }
 
     fn payload<'a>(&self, record: &RecordRef<'a>) -> Result<Incoming<'a>, RowError> {
@@ -386,6 +376,30 @@ pub struct Row {
     pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     pub key: Option<Vec<u8>>,
     pub payload: RowPayload,
+}
+
+impl Row {
+    /// The row of `record` in `topic`: its transport columns (coordinates, event id, timestamp,
+    /// headers, key) around `payload`, whatever the payload format.
+    pub(crate) fn of_record(
+        topic: &str,
+        incarnation: &Incarnation,
+        record: &RecordRef<'_>,
+        schema: Arc<Schema>,
+        payload: RowPayload,
+    ) -> Row {
+        Row {
+            schema,
+            topic: topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            event_id: incarnation.event_id(record.partition, record.offset),
+            timestamp: record.timestamp,
+            headers: record.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
+            key: record.key.map(<[u8]>::to_vec),
+            payload,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -257,17 +257,7 @@ impl AvroRowDecoder {
     }
 
     fn row(&self, record: &RecordRef<'_>, schema: Arc<Schema>, payload: RowPayload) -> Row {
-        Row {
-            schema,
-            topic: self.topic.clone(),
-            partition: record.partition,
-            offset: record.offset,
-            event_id: self.incarnation.event_id(record.partition, record.offset),
-            timestamp: record.timestamp,
-            headers: record.headers.iter().map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec))).collect(),
-            key: record.key.map(<[u8]>::to_vec),
-            payload,
-        }
+        Row::of_record(&self.topic, &self.incarnation, record, schema, payload)
     }
 
     fn error(&self, record: &RecordRef<'_>, kind: RowErrorKind) -> RowError {
@@ -378,7 +368,7 @@ fn float(value: f64, finite: bool, text: impl Fn() -> String) -> Result<Json, &'
 
 /// `YYYY-MM-DD` of days since 1970-01-01, for years 0 to 9999.
 fn date(days: i64) -> Option<String> {
-    let (year, month, day) = civil(days);
+    let (year, month, day) = crate::destination::civil_from_days(days);
     (0..=9999).contains(&year).then(|| format!("{year:04}-{month:02}-{day:02}"))
 }
 
@@ -403,21 +393,6 @@ fn timestamp(ticks: i64, per_second: i64, digits: usize, zone: &str) -> Option<S
         second_of_day / 60 % 60,
         second_of_day % 60
     ))
-}
-
-/// The proleptic Gregorian (year, month, day) of days since 1970-01-01 (H. Hinnant's
-/// `civil_from_days`, exact for every i64 day count that fits the arithmetic).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days.saturating_add(719_468);
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
-    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 } as u32;
-    let year = year_of_era.saturating_add(era.saturating_mul(400)) + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
