@@ -534,3 +534,49 @@ async fn a_static_member_comes_back_to_its_partitions_without_a_rebalance() {
     b.close().await;
     client.delete_topics(&[&topic]).await.expect("delete topic");
 }
+
+/// Background commits then a waited one, for both protocols: the group ends at the newest
+/// offsets of every partition. Each commit is its own request task and those race for the
+/// coordinator connection; an older offset answered last would move the group back, and the
+/// partition's next owner (a Java member, which starts from the group's commit) would read
+/// records again. The driver holds a commit back while an older one of the same partitions is
+/// unanswered and drops the superseded partitions from older ones not sent yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_commit_is_never_overtaken_by_an_older_one() {
+    let Some(client) = client().await else { return };
+    for (protocol, label) in [(GroupProtocol::Classic, "classic"), (GroupProtocol::Consumer, "kip848")] {
+        let topic = unique_topic(&format!("group-commit-order-{label}"));
+        client.create_topic(&NewTopic::new(&topic, 3, 1)).await.expect("create topic");
+        let config = group_config(
+            &unique_topic(&format!("group-commit-order-{label}-g")),
+            protocol,
+            ClassicAssignor::CooperativeSticky,
+        );
+        let fetch = FetchConfig::default().with_max_wait_ms(100);
+        let mut consumer =
+            GroupConsumer::subscribe(client.clone(), config, [topic.clone()], fetch).await.expect("subscribe");
+        poll_until_assigned(&mut consumer, 3, Duration::from_secs(30)).await;
+        let partitions: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new(&topic, p)).collect();
+        for round in 1..=40i64 {
+            for burst in 0..5i64 {
+                let at = round * 10 + burst;
+                // Partition 0 in every commit, 1 and 2 in every other: overlapping sets.
+                let offsets: BTreeMap<TopicPartition, i64> = partitions
+                    .iter()
+                    .filter(|tp| tp.partition == 0 || (at + i64::from(tp.partition)) % 2 == 0)
+                    .map(|tp| (tp.clone(), at))
+                    .collect();
+                consumer.commit_in_background(offsets);
+            }
+            let newest: BTreeMap<TopicPartition, i64> =
+                partitions.iter().map(|tp| (tp.clone(), round * 10 + 5)).collect();
+            consumer.commit(&newest).await.expect("commit");
+            // The waited commit was answered; anything older still pending must not land after it.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let committed = consumer.committed(&partitions).await.expect("committed offsets");
+            assert_eq!(committed, newest, "{label}: round {round}: an older commit landed after the newest");
+        }
+        consumer.close().await;
+        client.delete_topics(&[&topic]).await.expect("delete topic");
+    }
+}

@@ -49,6 +49,11 @@ pub(super) struct GroupSource {
     start_position: StartPosition,
     /// Certified positions not yet committed to the group.
     pending_commits: BTreeMap<TopicPartition, i64>,
+    /// The last certified position of every partition this worker holds, committed or not. A
+    /// background commit can fail unseen (REBALANCE_IN_PROGRESS while another member joins),
+    /// so a revocation commits these again, and waits: a Java member that takes the partition
+    /// starts from the group's commit, not from the destination.
+    certified_positions: BTreeMap<TopicPartition, i64>,
 }
 
 /// What the source produced.
@@ -73,7 +78,15 @@ impl GroupSource {
 
     /// Records a certified position to commit to the group.
     pub(super) fn certified(&mut self, topic: &str, partition: i32, next_offset: i64) {
-        self.pending_commits.insert(TopicPartition::new(topic, partition), next_offset);
+        let tp = TopicPartition::new(topic, partition);
+        self.certified_positions.insert(tp.clone(), next_offset);
+        self.pending_commits.insert(tp, next_offset);
+    }
+
+    /// Forgets a partition this worker no longer holds.
+    fn forget(&mut self, tp: &TopicPartition) {
+        self.pending_commits.remove(tp);
+        self.certified_positions.remove(tp);
     }
 
     /// Commits the positions certified since the last call, in the background.
@@ -83,9 +96,20 @@ impl GroupSource {
         }
     }
 
-    /// Commits the pending positions and waits (bounded) for the answer.
-    async fn commit_now(&mut self) {
-        let offsets = std::mem::take(&mut self.pending_commits);
+    /// Commits the last certified positions of these partitions (all held ones with `None`),
+    /// whether or not a background commit carried them already, and waits (bounded) for the
+    /// answer. The partitions are forgotten: they are being given up.
+    async fn commit_given_up(&mut self, partitions: Option<&[TopicPartition]>) {
+        let offsets: BTreeMap<TopicPartition, i64> = match partitions {
+            None => std::mem::take(&mut self.certified_positions),
+            Some(partitions) => partitions
+                .iter()
+                .filter_map(|tp| self.certified_positions.remove(tp).map(|at| (tp.clone(), at)))
+                .collect(),
+        };
+        for tp in offsets.keys() {
+            self.pending_commits.remove(tp);
+        }
         if offsets.is_empty() {
             return;
         }
@@ -102,7 +126,7 @@ impl GroupSource {
 
     /// Commits what is left and leaves the group.
     pub(super) async fn finish(mut self) {
-        self.commit_now().await;
+        self.commit_given_up(None).await;
         self.consumer.close().await;
     }
 }
@@ -194,6 +218,7 @@ impl Session {
             worker,
             start_position: config.start_position,
             pending_commits: BTreeMap::new(),
+            certified_positions: BTreeMap::new(),
         };
         let metrics = std::sync::Arc::clone(metrics);
         Ok(Session {
@@ -278,6 +303,9 @@ impl Session {
                 run.claim = Some(claim);
                 run.prompt = true;
                 source.consumer.seek_at_epoch(&tp, position, epoch);
+                // Certified (a checkpoint, or the frontier just certified): what a revocation
+                // commits if this worker certifies nothing more of it.
+                source.certified_positions.insert(tp.clone(), position);
                 if let Some(topic) = self.topics.get(t) {
                     source.consumer.pin_topic_id(&tp, topic.info.topic_id);
                 }
@@ -327,7 +355,7 @@ impl Session {
             }
         }
         if let Source::Group(source) = &mut self.source {
-            source.commit_now().await;
+            source.commit_given_up(Some(&revoked)).await;
         }
         Ok(())
     }
@@ -347,7 +375,7 @@ impl Session {
                 );
             }
             if let Source::Group(source) = &mut self.source {
-                source.pending_commits.remove(&tp);
+                source.forget(&tp);
             }
         }
     }
@@ -360,7 +388,7 @@ impl Session {
             self.open = self.open.saturating_sub(run.rows.bytes().len());
         }
         if let Source::Group(source) = &mut self.source {
-            source.pending_commits.remove(&TopicPartition::new(&topic.name, partition));
+            source.forget(&TopicPartition::new(&topic.name, partition));
         }
     }
 }

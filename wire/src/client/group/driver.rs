@@ -560,6 +560,7 @@ impl Driver {
                     let _ = reply.send(Ok(()));
                     return;
                 }
+                self.supersede_commits(&offsets);
                 self.add_call(now, CallKind::Commit { offsets, reply });
             }
             Command::Committed { partitions, reply } => {
@@ -571,6 +572,43 @@ impl Driver {
             }
             Command::Close { membership, reply } => self.start_close(membership, Some(reply)),
         }
+    }
+
+    /// A newer commit of a partition wins over an older one still pending: an older commit
+    /// retried (or sent) after the newer one would move the group's offset back, and the next
+    /// owner (a Java member, say) would start there. Partitions in an older call's request
+    /// already sent stay in it (the newer one waits for its answer: `older_commit_in_flight`),
+    /// but leave its retries; an unsent call left with nothing is answered as done, since the
+    /// newer commit carries its partitions.
+    fn supersede_commits(&mut self, newer: &BTreeMap<TopicPartition, i64>) {
+        let ids: Vec<u64> = self.calls.keys().copied().collect();
+        for id in ids {
+            let Some(call) = self.calls.get_mut(&id) else { continue };
+            let in_flight = call.due.is_none();
+            let CallKind::Commit { offsets, .. } = &mut call.kind else { continue };
+            offsets.retain(|tp, _| !newer.contains_key(tp));
+            if offsets.is_empty() && !in_flight {
+                if let Some(call) = self.calls.remove(&id) {
+                    call.kind.reply(Ok(()));
+                }
+            }
+        }
+    }
+
+    /// Whether an older commit call shares a partition with commit call `id` and is waiting
+    /// for its answer.
+    fn older_commit_in_flight(&self, id: u64) -> bool {
+        let Some(Call { kind: CallKind::Commit { offsets, .. }, .. }) = self.calls.get(&id) else { return false };
+        self.calls.range(..id).any(|(_, call)| {
+            call.due.is_none()
+                && call.sent.as_ref().is_some_and(|request| {
+                    request.topics.iter().any(|topic| {
+                        topic.partitions.iter().any(|partition| {
+                            offsets.contains_key(&TopicPartition::new(topic.name.clone(), partition.partition_index))
+                        })
+                    })
+                })
+        })
     }
 
     fn add_call(&mut self, now: Instant, kind: CallKind) {
@@ -634,6 +672,12 @@ impl Driver {
                 continue;
             }
             if call.due.is_none_or(|due| now < due) {
+                continue;
+            }
+            if self.older_commit_in_flight(id) {
+                // Sent once the older request of these partitions is answered (the answer
+                // steps the driver again): request tasks race for the connection, and the
+                // older offsets must not reach the coordinator last.
                 continue;
             }
             let Some(address) = self.coordinator_address() else {
@@ -846,6 +890,10 @@ impl Driver {
             Ok(response) => response,
             Err(error) if error.is_retriable() || error.kind() == ErrorKind::Network => {
                 self.coordinator_failed();
+                if matches!(&call.kind, CallKind::Commit { offsets, .. } if offsets.is_empty()) {
+                    // Every partition of it was superseded by a newer commit.
+                    return call.kind.reply(Ok(()));
+                }
                 call.last_error = Some(error);
                 call.due = Some(now + CALL_RETRY);
                 self.calls.insert(id, call);
