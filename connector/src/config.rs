@@ -41,7 +41,7 @@
 //! | field | meaning | default |
 //! | - | - | - |
 //! | `topics` | the default resources: topic names, or objects `{"name": "orders", "format": "avro", "value_subject": "orders-value"}` (both kinds may be mixed) | `[]` (discover) |
-//! | `topics[].format` | how values become columns: `json` (objects become columns, see `crate::rows`), `avro` (Confluent-framed Avro with schemas from `schema_registry`, see `crate::registry::avro_rows`) or `raw` (the bytes in one `payload` column); `protobuf` and `json_schema` are refused as not supported yet | `json` |
+//! | `topics[].format` | how values become columns: `json` (objects become columns, see `crate::rows`), `avro` (Confluent-framed Avro with schemas from `schema_registry`, see `crate::registry::avro_rows`), `json_schema` (Confluent-framed JSON whose id must be a registered JSON Schema, then as `json`; see `crate::registry::json_schema_rows`) or `raw` (the bytes in one `payload` column); `protobuf` is refused as not supported yet | `json` |
 //! | `topics[].value_subject` | with `avro`: the registry subject whose latest schema gives the columns when the first record read is a tombstone | `<topic>-value` |
 //! | `schema_registry` | `{"url": "https://registry:8081"` (a path prefix is kept), `"username"`/`"password"` or `"api_key"`/`"api_secret"` (HTTP basic auth), or `"bearer_token"`; `"tls_ca_pem"`, `"tls_cert_pem"`/`"tls_key_pem"` (https only)`}`; every field takes `${ENV}`, credentials and PEMs are secrets; required by `format: avro` | none |
 //! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode; with a group also `group` (the group's committed offset, else `earliest`) | `earliest` |
@@ -182,6 +182,8 @@ pub enum PayloadFormat {
     Json,
     /// Confluent-framed Avro, schemas from `schema_registry` (see `crate::registry`).
     Avro,
+    /// Confluent-framed JSON (a JSON Schema's id from `schema_registry`), then as `Json`.
+    JsonSchema,
     /// Every value is kept as bytes in the one `payload` column.
     Raw,
 }
@@ -191,6 +193,7 @@ impl PayloadFormat {
         match self {
             PayloadFormat::Json => "json",
             PayloadFormat::Avro => "avro",
+            PayloadFormat::JsonSchema => "json_schema",
             PayloadFormat::Raw => "raw",
         }
     }
@@ -504,12 +507,14 @@ impl Config {
         let (topics, payloads) = fields.topics()?;
         let schema_registry = fields.schema_registry()?;
         if schema_registry.is_none() {
-            if let Some((topic, _)) = payloads.iter().find(|(_, p)| p.format == PayloadFormat::Avro) {
+            let registered = |p: &TopicPayload| matches!(p.format, PayloadFormat::Avro | PayloadFormat::JsonSchema);
+            if let Some((topic, payload)) = payloads.iter().find(|(_, p)| registered(p)) {
                 return Err(ConfigError::invalid(
                     "schema_registry",
                     format!(
-                        "topic {topic} has `format: avro` but there is no `schema_registry`: add \
-                         `\"schema_registry\": {{\"url\": \"https://registry:8081\"}}`, or use another format"
+                        "topic {topic} has `format: {}` but there is no `schema_registry`: add \
+                         `\"schema_registry\": {{\"url\": \"https://registry:8081\"}}`, or use another format",
+                        payload.format.name()
                     ),
                 ));
             }
@@ -1027,17 +1032,18 @@ fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), Co
     let format = match text("format")?.as_deref() {
         None | Some("json") => PayloadFormat::Json,
         Some("avro") => PayloadFormat::Avro,
+        Some("json_schema") => PayloadFormat::JsonSchema,
         Some("raw") => PayloadFormat::Raw,
-        Some(other @ ("protobuf" | "json_schema")) => {
+        Some(other @ "protobuf") => {
             return Err(ConfigError::invalid(
                 "topics",
-                format!("topic {name}: `format: {other}` is not supported yet (Sluice decodes avro, json and raw); read the topic with `format: raw` to keep the bytes"),
+                format!("topic {name}: `format: {other}` is not supported yet (Sluice decodes avro, json_schema, json and raw); read the topic with `format: raw` to keep the bytes"),
             ))
         }
         Some(other) => {
             return Err(ConfigError::invalid(
                 "topics",
-                format!("topic {name}: `format` is \"{other}\": use \"json\" (the default), \"avro\" or \"raw\""),
+                format!("topic {name}: `format` is \"{other}\": use \"json\" (the default), \"avro\", \"json_schema\" or \"raw\""),
             ))
         }
     };
@@ -2300,11 +2306,12 @@ mod tests {
         let config = parse(
             r#"{"brokers": ["b:1"], "topics": ["plain", {"name": "orders", "format": "avro"},
                 {"name": "audit", "format": "avro", "value_subject": "audit-v"}, {"name": "blobs", "format": "raw"},
-                {"name": "events", "format": "json"}],
+                {"name": "events", "format": "json"}, {"name": "typed", "format": "json_schema"}],
                 "schema_registry": {"url": "http://registry:8081"}}"#,
         )
         .unwrap();
-        assert_eq!(config.topics, ["plain", "orders", "audit", "blobs", "events"]);
+        assert_eq!(config.topics, ["plain", "orders", "audit", "blobs", "events", "typed"]);
+        assert_eq!(config.payload("typed").format, PayloadFormat::JsonSchema);
         assert_eq!(config.payload("plain"), TopicPayload::json("plain"));
         assert_eq!(
             config.payload("orders"),
@@ -2324,7 +2331,6 @@ mod tests {
         let base = r#""brokers": ["b:1"], "schema_registry": {"url": "http://r:1"}"#;
         for (topics, expected) in [
             (r#"[{"name": "t", "format": "protobuf"}]"#, "topic t: `format: protobuf` is not supported yet"),
-            (r#"[{"name": "t", "format": "json_schema"}]"#, "topic t: `format: json_schema` is not supported yet"),
             (r#"[{"name": "t", "format": "xml"}]"#, "topic t: `format` is \"xml\""),
             (r#"[{"name": "t", "format": 1}]"#, "topic t: `format` must be a string"),
             (r#"[{"format": "avro"}]"#, "needs a string `name`"),

@@ -71,6 +71,7 @@ use crate::destination::{
 };
 use crate::registry::avro_rows::AvroRowDecoder;
 use crate::registry::client::{RegistryClient, RegistryError, RegistrySettings};
+use crate::registry::json_schema_rows::JsonSchemaRowDecoder;
 
 mod group;
 use crate::metrics::{GroupEvent, Metrics};
@@ -591,6 +592,7 @@ enum TopicDecoder {
     /// `json` and `raw`.
     Json(RowDecoder),
     Avro(AvroRowDecoder),
+    JsonSchema(JsonSchemaRowDecoder),
 }
 
 impl TopicDecoder {
@@ -600,8 +602,11 @@ impl TopicDecoder {
             (PayloadFormat::Avro, Some(registry)) => {
                 TopicDecoder::Avro(AvroRowDecoder::new(name, incarnation, payload.value_subject, registry.clone()))
             }
+            (PayloadFormat::JsonSchema, Some(registry)) => {
+                TopicDecoder::JsonSchema(JsonSchemaRowDecoder::new(name, incarnation, registry.clone()))
+            }
             (PayloadFormat::Raw, _) => TopicDecoder::Json(RowDecoder::raw(name, incarnation)),
-            // The configuration refuses `avro` without a registry.
+            // The configuration refuses `avro` and `json_schema` without a registry.
             _ => TopicDecoder::Json(RowDecoder::new(name, incarnation)),
         }
     }
@@ -610,6 +615,7 @@ impl TopicDecoder {
         match self {
             TopicDecoder::Json(decoder) => decoder.schema(),
             TopicDecoder::Avro(decoder) => decoder.schema(),
+            TopicDecoder::JsonSchema(decoder) => decoder.schema(),
         }
     }
 
@@ -617,6 +623,7 @@ impl TopicDecoder {
         match self {
             TopicDecoder::Json(decoder) => decoder.decode_into(record, lines).map(|_| ()),
             TopicDecoder::Avro(decoder) => decoder.decode_into(record, lines),
+            TopicDecoder::JsonSchema(decoder) => decoder.decode_into(record, lines),
         }
     }
 }
@@ -1077,12 +1084,15 @@ impl Session {
             }
             _ => return Ok(false),
         };
-        if let TopicDecoder::Avro(decoder) = &mut self.topics[t].decoder {
-            // Schemas are fetched before the batch is decoded, which then never waits.
-            let values =
-                batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end).map(|r| r.value.as_deref());
-            decoder.prepare(values).await.map_err(|error| ReadError::Registry(Box::new(error)))?;
-        }
+        // Schemas are fetched before the batch is decoded, which then never waits.
+        let values =
+            || batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end).map(|r| r.value.as_deref());
+        let prepared = match &mut self.topics[t].decoder {
+            TopicDecoder::Avro(decoder) => decoder.prepare(values()).await,
+            TopicDecoder::JsonSchema(decoder) => decoder.prepare(values()).await,
+            TopicDecoder::Json(_) => Ok(()),
+        };
+        prepared.map_err(|error| ReadError::Registry(Box::new(error)))?;
         let limits = config.epoch;
         let mut headers: Vec<HeaderRef<'_>> = Vec::new();
         // For the metrics, reported once per batch.

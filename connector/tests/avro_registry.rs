@@ -21,6 +21,9 @@
 //! `http://127.0.0.1:18081`) and a Python with `confluent-kafka[avro,schemaregistry]`
 //! (`SLUICE_PYTHON`, default `python3`). With `CI=true` any of them missing fails the test.
 //!
+//! Last, `format: json_schema` through `sluice read`: records from Confluent's Python
+//! `JSONSerializer` (`tests/registry/produce_json_schema.py`), also `confluent-kafka[json]`.
+//!
 //! ```sh
 //! tests/registry/registry.sh start
 //! CI=true cargo test -p sluice --test avro_registry
@@ -49,11 +52,16 @@ fn registry_url() -> String {
 /// The Python interpreter with confluent-kafka, or `None` (a failure under `CI=true`).
 fn python() -> Option<String> {
     let python = std::env::var("SLUICE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = Command::new(&python).args(["-c", "import confluent_kafka.schema_registry.avro, fastavro"]).output();
+    let probe = Command::new(&python)
+        .args([
+            "-c",
+            "import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema, fastavro",
+        ])
+        .output();
     match probe {
         Ok(output) if output.status.success() => Some(python),
         other => {
-            let why = format!("{python} cannot import confluent_kafka.schema_registry.avro ({other:?}); pip install 'confluent-kafka[avro,schemaregistry]' fastavro");
+            let why = format!("{python} cannot import confluent_kafka.schema_registry.avro and .json_schema ({other:?}); pip install 'confluent-kafka[avro,json,schemaregistry]' fastavro");
             assert!(!ci(), "CI=true and {why}");
             eprintln!("SKIPPED: {why}");
             None
@@ -513,4 +521,101 @@ async fn avro_into_postgres_gets_typed_columns() {
         assert_eq!(got[7], want["price"]["decimal_text"].as_str().unwrap(), "{got:?}");
         assert_eq!(got[8], want["blob"]["base64"].as_str().unwrap(), "{got:?}");
     }
+}
+
+/// `format: json_schema`: records written by Confluent's Python `JSONSerializer`
+/// (`tests/registry/produce_json_schema.py`, which prints what it serialized) through the real
+/// broker; the framing stripped and the JSON as columns, compared with Python's values column by
+/// column. An unframed value fails the run with its coordinates; with `on_malformed:
+/// dead_letter` it and a value framed with an Avro schema's id are dead letters (the latter
+/// naming both types), a tombstone stays a tombstone, and the records after them are rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_schema_records_from_confluent_python_serializer_become_columns() {
+    let Some(client) = sluice_tests::client().await else { return };
+    let url = registry_url();
+    if !registry_reachable(&url).await {
+        return;
+    }
+    let Some(python) = python() else { return };
+    let topic = sluice_tests::unique_topic("json-schema-read");
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let script = sluice_tests::repo_root().join("tests/registry/produce_json_schema.py");
+    let produce = |count: &str| -> Vec<Json> {
+        let output = Command::new(&python)
+            .arg(&script)
+            .args([sluice_tests::broker_address().as_str(), url.as_str(), topic.as_str(), count])
+            .output()
+            .expect("run produce_json_schema.py");
+        assert!(output.status.success(), "produce_json_schema.py: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+    };
+    let mut expected = produce("8");
+    let registered = Command::new(&python)
+        .arg(&script)
+        .args(["--register-avro", url.as_str(), &format!("{topic}-other")])
+        .output()
+        .expect("register an Avro schema");
+    assert!(registered.status.success(), "{}", String::from_utf8_lossy(&registered.stderr));
+    let avro_id: u32 = String::from_utf8_lossy(&registered.stdout).trim().parse().expect("a schema id");
+    let mut avro_framed = vec![0u8];
+    avro_framed.extend_from_slice(&avro_id.to_be_bytes());
+    avro_framed.extend_from_slice(b"{\"x\": 1}");
+    // Offset 8: JSON without the framing; 9: framed with the Avro schema's id; 10: a tombstone.
+    common::produce(
+        &client,
+        &topic,
+        0,
+        &[
+            common::record(Some("plain"), Some(r#"{"sensor":"plain"}"#)),
+            sluice_wire::ProduceRecord::new(Some(&b"avro"[..]), Some(&avro_framed[..])),
+            common::record(Some("gone"), None),
+        ],
+    )
+    .await;
+    expected.extend(produce("2"));
+
+    let dir = common::temp_dir("json-schema-read");
+    let config = |dir: &std::path::Path, extra: Json| {
+        let mut fields = json!({"topics": [{"name": topic, "format": "json_schema"}], "schema_registry": {"url": url}});
+        if let (Some(fields), Json::Object(extra)) = (fields.as_object_mut(), extra) {
+            fields.extend(extra);
+        }
+        common::write_config(dir, fields)
+    };
+    let failing = common::read_bounded_async(&config(&dir, json!({})), &dir.join("fail"), &[], &[]).await;
+    assert!(!failing.status.success(), "an unframed record must fail the run: {failing:?}");
+    assert!(
+        failing.stderr.contains(&format!("topic {topic} partition 0 offset 8"))
+            && failing.stderr.contains("not in the schema registry's wire format"),
+        "{}",
+        failing.stderr
+    );
+
+    let dest = dir.join("dead");
+    common::read_bounded_async(&config(&dir.join("dl"), json!({"on_malformed": "dead_letter"})), &dest, &[], &[])
+        .await
+        .assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(common::offsets_of(&rows, 0), [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12], "{rows:?}");
+    let data: Vec<&Json> = rows.iter().filter(|row| row["tombstone"] == json!(false)).collect();
+    assert_eq!(data.len(), expected.len());
+    for (row, want) in data.iter().zip(&expected) {
+        for (name, value) in want.as_object().unwrap() {
+            assert!(
+                same_in_row(&row[name], value),
+                "offset {} column {name}: Sluice wrote {} but Python serialized {value}",
+                row["offset"],
+                row[name]
+            );
+        }
+        assert_eq!(row.as_object().unwrap().len(), 8 + want.as_object().unwrap().len(), "{row}");
+    }
+    assert_eq!(rows[8]["tombstone"], json!(true), "{}", rows[8]);
+    let letters = common::read_dead_letters(&dest, &topic);
+    assert_eq!(letters.iter().map(|l| l["offset"].as_i64().unwrap()).collect::<Vec<_>>(), [8, 9], "{letters:?}");
+    let error = letters[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("schema id {avro_id}")) && error.contains("AVRO") && error.contains("JSON"),
+        "{error}"
+    );
 }

@@ -267,7 +267,7 @@ impl AvroRowDecoder {
 
 /// A registry failure that belongs to the records naming the schema (their text), or the
 /// failure itself when the registry could not answer.
-fn record_problem(error: RegistryError) -> Result<String, RegistryError> {
+pub(crate) fn record_problem(error: RegistryError) -> Result<String, RegistryError> {
     match error.kind {
         RegistryErrorKind::NotFound
         | RegistryErrorKind::WrongType { .. }

@@ -21,7 +21,7 @@
 //! - Confluent Schema Registry API reference: `/schemas/ids/{id}`,
 //!   `/subjects/{subject}/versions/{version}`, schema references.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -292,6 +292,8 @@ pub struct RegistryClient {
     settings: Arc<RegistrySettings>,
     http: HttpClient,
     avro: Arc<Mutex<HashMap<SchemaId, Arc<AvroSchema>>>>,
+    /// Ids known to be JSON Schemas.
+    json: Arc<Mutex<HashSet<SchemaId>>>,
 }
 
 impl RegistryClient {
@@ -306,7 +308,7 @@ impl RegistryClient {
             config = config.with_client_certificate(cert.clone(), key.clone());
         }
         let settings = Arc::new(RegistrySettings { url: settings.url.trim_end_matches('/').to_string(), ..settings });
-        RegistryClient { settings, http: HttpClient::new(config), avro: Arc::default() }
+        RegistryClient { settings, http: HttpClient::new(config), avro: Arc::default(), json: Arc::default() }
     }
 
     /// The Avro schema registered under `id`, its references resolved; cached.
@@ -320,6 +322,27 @@ impl RegistryClient {
             cache.insert(id, schema.clone());
         }
         Ok(schema)
+    }
+
+    /// Checks that `id` is registered as a JSON Schema; cached. The schema itself is not used:
+    /// a `json_schema` record's payload is JSON and becomes columns as JSON does, unvalidated,
+    /// as Confluent's deserializer does by default (its references therefore need no fetching).
+    pub async fn json_schema(&self, id: SchemaId) -> Result<(), RegistryError> {
+        if self.json.lock().is_ok_and(|known| known.contains(&id)) {
+            return Ok(());
+        }
+        let what = format!("schema id {id}");
+        let registered = self.fetch(&format!("/schemas/ids/{id}"), &what).await?;
+        if registered.schema_type != SchemaType::Json {
+            return Err(self.error(
+                &what,
+                RegistryErrorKind::WrongType { expected: SchemaType::Json, found: registered.schema_type },
+            ));
+        }
+        if let Ok(mut known) = self.json.lock() {
+            known.insert(id);
+        }
+        Ok(())
     }
 
     /// The latest Avro schema registered under `subject` (not cached: it changes).

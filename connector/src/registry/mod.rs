@@ -1,5 +1,6 @@
 //! Schema-registry payloads: the Confluent framing ([`framing`]), Avro ([`avro`]) and
-//! the registry client ([`client`]), and Avro topics as rows ([`avro_rows`]).
+//! the registry client ([`client`]), and Avro and JSON Schema topics as rows ([`avro_rows`],
+//! [`json_schema_rows`]).
 //!
 //! Sans-IO and bounded like the wire client's decoders: record values are untrusted bytes.
 
@@ -8,3 +9,4 @@ pub mod avro_rows;
 pub mod client;
 pub mod columns;
 pub mod framing;
+pub mod json_schema_rows;

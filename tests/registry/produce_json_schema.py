@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Produces JSON Schema records with Confluent's Python serializer (confluent-kafka's
+JSONSerializer, which registers the schema under `<topic>-value` and frames each value: magic 0,
+schema id, the JSON text) to a real Kafka broker, and prints one JSON line per record: the value
+it serialized, which `sluice read --format json_schema`'s row must hold column for column.
+
+    produce_json_schema.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT]
+    produce_json_schema.py --register-avro REGISTRY_URL SUBJECT    # prints the new schema id
+
+The second form registers a small Avro schema (for the test that a JSON Schema topic refuses an
+Avro id). Test-only (pip install 'confluent-kafka[json,schemaregistry]'). Not Sluice's code: the
+bytes are theirs.
+"""
+import json
+import sys
+
+from confluent_kafka import SerializingProducer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.serialization import StringSerializer
+
+SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Reading",
+    "type": "object",
+    "properties": {
+        "sensor": {"type": "string"},
+        "value": {"type": "number"},
+        "count": {"type": "integer"},
+        "ok": {"type": "boolean"},
+        "note": {"type": ["string", "null"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}}},
+    },
+    "required": ["sensor", "value", "count", "ok"],
+}
+
+
+def reading(i):
+    return {
+        "sensor": f"s-{i}",
+        "value": i * 1.25 - 3,
+        "count": 10_000_000_000 + i,
+        "ok": i % 2 == 0,
+        "note": None if i % 3 == 1 else f"note \u00e9 {i}",
+        "tags": [f"t{j}" for j in range(i % 4)],
+        "where": {"lat": 48.85 + i / 1000, "lon": 2.35},
+    }
+
+
+def main():
+    if sys.argv[1] == "--register-avro":
+        url, subject = sys.argv[2], sys.argv[3]
+        client = SchemaRegistryClient({"url": url})
+        avro = json.dumps({"type": "record", "name": "Other", "fields": [{"name": "x", "type": "long"}]})
+        print(client.register_schema(subject, Schema(avro, "AVRO")))
+        return
+    bootstrap, url, topic = sys.argv[1], sys.argv[2], sys.argv[3]
+    count = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+    registry = SchemaRegistryClient({"url": url})
+    producer = SerializingProducer({
+        "bootstrap.servers": bootstrap,
+        "key.serializer": StringSerializer("utf_8"),
+        "value.serializer": JSONSerializer(json.dumps(SCHEMA), registry),
+    })
+    for i in range(count):
+        value = reading(i)
+        producer.produce(topic, key=f"k{i}", value=value, partition=0)
+        print(json.dumps(value))
+    producer.flush(30)
+
+
+if __name__ == "__main__":
+    main()
