@@ -325,6 +325,15 @@ put("avro_datum", "nested", b"\x05" + zz(1) + zz(1) + zz(1) + astr("a") + zz(2) 
 put("avro_datum", "own-schema", b"\xf0" + b'{"type":"record","name":"r","fields":[{"name":"a","type":"long"},{"name":"b","type":"string"}]}' + b"\xff" + zz(64) + astr("foo"))
 put("avro_datum", "huge-string", b"\xf0" + b'"string"' + b"\xff" + zz(2 << 30))
 
+# avro_rows: [schema pick] then pieces [flags][datum] split at 0xFF (flags: 1 tombstone,
+# 2 unframed, 4 unknown id); data pieces here avoid 0xFF.
+put("avro_rows", "list-rows", b"\x02" + b"\x00" + zz(1) + zz(0) + b"\xff" + b"\x00" + zz(2) + zz(1) + zz(3) + zz(0)
+    + b"\xff\x01" + b"\xff\x02" + b'{"v":1}' + b"\xff\x04" + zz(1) + zz(0) + b"\xff\x40" + zz(5) + zz(0))
+put("avro_rows", "tombstone-first", b"\x02" + b"\x01" + b"\xff\x00" + zz(7) + zz(0))
+put("avro_rows", "not-a-record", b"\x03" + b"\x00" + zz(3) + zz(0))
+put("avro_rows", "nested-rows", b"\x00" + b"\x00" + all_types.replace(b"\xff", b"\x7f"))
+put("avro_rows", "logical-rows", b"\x01" + b"\x00" + logical.replace(b"\xff", b"\x7f"))
+
 put("registry_response", "by-id", b'{"schema":"{\\"type\\":\\"record\\",\\"name\\":\\"r\\",\\"fields\\":[{\\"name\\":\\"a\\",\\"type\\":\\"int\\"}]}"}')
 put("registry_response", "version", b'{"subject":"s","version":2,"id":7,"schemaType":"PROTOBUF","schema":"syntax = \\"proto3\\";","references":[{"name":"a.proto","subject":"a","version":1}]}')
 put("registry_response", "error", b'{"error_code":40403,"message":"Schema not found"}')

@@ -26,6 +26,7 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "avro_schema" => avro_schema(data),
         "avro_datum" => avro_datum(data),
         "registry_response" => registry_response(data),
+        "avro_rows" => avro_rows(data),
         _ => return false,
     }
     true
@@ -458,5 +459,73 @@ pub fn registry_response(data: &[u8]) {
     }
     if answer.schema_type == SchemaType::Avro {
         let _ = sluice::registry::avro::Schema::parse(&answer.schema);
+    }
+}
+
+/// Avro records of one topic through one `AvroRowDecoder` that knows a schema of
+/// [`AVRO_DATUM_SCHEMAS`] (the first byte picks it) under id 1: the rest is split at 0xFF bytes,
+/// each piece `[flags][datum]`: flags bit 0 makes a tombstone, bit 1 sends the datum unframed,
+/// bit 2 frames it with id 2 (unknown), else with id 1; bits 6-7 pick the partition. Record `i`
+/// has offset `i`. Checks, besides no panic and the allocation bound: a decoded record adds one
+/// line, strict JSON with its coordinates, under a schema that never changes once fixed, which
+/// the Postgres COPY encoder takes whole (see `json_rows`); a rejected record names its
+/// coordinates, adds no line, leaves the schema, and its dead letter is strict JSON that keeps
+/// the value byte for byte.
+pub fn avro_rows(data: &[u8]) {
+    use sluice::registry::avro::Schema as AvroSchema;
+    use sluice::registry::avro_rows::AvroRowDecoder;
+    use sluice::registry::framing::{write_header, SchemaId};
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let text = AVRO_DATUM_SCHEMAS[usize::from(pick) % AVRO_DATUM_SCHEMAS.len()];
+    let schema = AvroSchema::parse(text).expect("the fuzz schemas parse");
+    let incarnation = Incarnation {
+        connection_id: "fuzz-connection".to_string(),
+        cluster_id: "fuzz-cluster".to_string(),
+        topic_id: "fuzz-topic-id".to_string(),
+    };
+    let mut decoder = AvroRowDecoder::with_known_schema(JSON_ROWS_TOPIC, incarnation, SchemaId(1), schema);
+    let mut lines = RowLines::new();
+    let mut value = Vec::new();
+    for (index, piece) in rest.split(|&byte| byte == 0xFF).enumerate() {
+        let Some((&flags, datum)) = piece.split_first() else { continue };
+        let offset = index as i64;
+        let partition = i32::from(flags >> 6);
+        value.clear();
+        if flags & 2 == 0 {
+            write_header(SchemaId(if flags & 4 != 0 { 2 } else { 1 }), &mut value);
+        }
+        value.extend_from_slice(datum);
+        let value = (flags & 1 == 0).then_some(value.as_slice());
+        let record = RecordRef { partition, offset, key: Some(b"k"), value, headers: &[], timestamp: None };
+        let schema_before = decoder.schema().cloned();
+        let lines_before = lines.len();
+        let bytes_before = lines.bytes().len();
+        match decoder.decode_into(&record, &mut lines) {
+            Ok(()) => {
+                assert_eq!(lines.len(), lines_before + 1, "a decoded record adds one line");
+                let line = &lines.bytes()[bytes_before..lines.bytes().len() - 1];
+                let fields = strict_object(line, "an Avro row line");
+                assert_eq!(fields["partition"].as_i64(), Some(i64::from(partition)));
+                assert_eq!(fields["offset"].as_i64(), Some(offset));
+                assert_eq!(fields["tombstone"].as_bool(), Some(value.is_none()));
+                let schema = decoder.schema().expect("a decoded row fixed the schema").clone();
+                if let Some(before) = &schema_before {
+                    assert_eq!(before, &schema, "the schema changed after it was fixed");
+                }
+                copy_tuple_is_whole(&schema, line, &fields, offset);
+            }
+            Err(error) => {
+                assert_eq!(lines.len(), lines_before, "a rejected record left a line");
+                assert_eq!(
+                    (error.topic.as_str(), error.partition, error.offset),
+                    (JSON_ROWS_TOPIC, partition, offset),
+                    "a row error names the record"
+                );
+                assert_eq!(decoder.schema(), schema_before.as_ref(), "a rejected record changed the schema");
+                let letter = DeadLetter::new(&record, &error);
+                let fields = strict_object(&letter.to_json_line(), "a dead letter");
+                assert_eq!(bytes_of(&fields["value"]).as_deref(), value, "value in a dead letter");
+            }
+        }
     }
 }

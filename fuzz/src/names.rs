@@ -58,4 +58,5 @@ pub const CONNECTOR_TARGETS: &[&str] = &[
     "avro_schema",
     "avro_datum",
     "registry_response",
+    "avro_rows",
 ];
