@@ -556,6 +556,7 @@ pub fn position_key(job_id: &str) -> Vec<u8> {
 /// One source topic being mirrored.
 struct Mirrored {
     topic: String,
+    topic_id: sluice_wire::TopicId,
     target: String,
     partitions: i32,
     /// The target has as many partitions: each record keeps its partition.
@@ -637,6 +638,7 @@ pub async fn mirror(
         }
         mirrored.push(Mirrored {
             topic: name.clone(),
+            topic_id: info.topic_id,
             target: target_topic,
             partitions,
             keep_partition: target_partitions == partitions,
@@ -682,7 +684,7 @@ pub async fn mirror(
     }
     let mut starts = Vec::new();
     for m in &mirrored {
-        let topic_id = topic_ids[&m.topic].to_string();
+        let topic_id = m.topic_id.to_string();
         let entry = positions.topics.entry(m.topic.clone()).or_insert_with(|| TopicPosition {
             topic_id: topic_id.clone(),
             target: m.target.clone(),
@@ -750,11 +752,11 @@ pub async fn mirror(
     let mut consumer = Consumer::new(source.clone(), read::fetch_config(&config.source));
     let assign = |consumer: &mut Consumer, positions: &Positions| {
         for m in &mirrored {
-            let entry = &positions.topics[&m.topic];
+            let Some(entry) = positions.topics.get(&m.topic) else { continue };
             for p in 0..m.partitions {
                 let tp = TopicPartition::new(m.topic.clone(), p);
                 consumer.assign(tp.clone(), entry.next_offsets.get(p as usize).copied().unwrap_or(0));
-                consumer.pin_topic_id(&tp, topic_ids[&m.topic]);
+                consumer.pin_topic_id(&tp, m.topic_id);
             }
         }
     };
@@ -763,14 +765,25 @@ pub async fn mirror(
     let done = |positions: &Positions| -> bool {
         ends.as_ref().is_some_and(|ends| {
             ends.iter().all(|(tp, end)| {
-                positions.topics[&tp.topic].next_offsets.get(tp.partition as usize).is_some_and(|next| next >= end)
+                positions
+                    .topics
+                    .get(&tp.topic)
+                    .and_then(|entry| entry.next_offsets.get(tp.partition as usize))
+                    .is_some_and(|next| next >= end)
             })
         })
     };
     fault::point("mirror.begun");
 
     let mut failures_in_a_row = 0;
+    let mut identities_checked = Instant::now();
     while !done(&positions) && !summary.stopped {
+        // The consumer notices a recreated topic only once its cached metadata has the new id;
+        // a look of our own each second makes that certain, as `sluice read` does.
+        if identities_checked.elapsed() >= Duration::from_secs(1) {
+            check_identities(&source, &topic_ids, &job_id).await?;
+            identities_checked = Instant::now();
+        }
         let mut pending = positions.clone();
         let mut deliveries: Vec<DeliveryFuture> = Vec::new();
         let mut in_transaction = false;
@@ -899,6 +912,31 @@ pub async fn mirror(
     }
     producer.close(Duration::from_secs(30)).await.map_err(client_error("closing the target producer"))?;
     Ok(summary)
+}
+
+/// Fails when a source topic has another id than the one the run started with (deleted and
+/// created again). A topic missing for now is left to the fetches (they retry, then fail).
+async fn check_identities(
+    source: &Client,
+    topic_ids: &BTreeMap<String, sluice_wire::TopicId>,
+    job_id: &str,
+) -> Result<(), MirrorError> {
+    let names: Vec<String> = topic_ids.keys().cloned().collect();
+    let metadata =
+        source.refresh_metadata(Some(&names)).await.map_err(client_error("loading the source topics' metadata"))?;
+    for (name, id) in topic_ids {
+        if let Some(now) = metadata.topic(name).filter(|info| info.error_code.is_ok() && !info.topic_id.is_zero()) {
+            if now.topic_id != *id {
+                return Err(MirrorError::TopicRecreated {
+                    topic: name.clone(),
+                    job_id: job_id.to_string(),
+                    stored: id.to_string(),
+                    current: now.topic_id.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Creates `target_topic` with the source topic's partition count and [`COPIED_CONFIGS`].

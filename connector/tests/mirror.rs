@@ -152,10 +152,14 @@ impl Writer {
                         .with_header("dup", None)
                         .with_header("dup", Some(b"\x00\xff"))
                         .with_timestamp(1_600_000_000_000 + sequence as i64);
-                    let _ =
+                    // Not awaited: the commit (or the flush before an abort) answers for it.
+                    let _delivery =
                         producer.send_to(&TopicPartition::new(topic.clone(), partition), record).await.expect("send");
                 }
                 if transaction % 4 == 0 {
+                    // Flushed first, so that the aborted records are in the log (an abort drops
+                    // what was not sent yet), for the mirror to skip.
+                    producer.flush().await.expect("flush");
                     producer.abort_transaction().await.expect("abort");
                     aborted += 1;
                 } else {
