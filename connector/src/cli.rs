@@ -792,6 +792,16 @@ mod tests {
     }
 
     #[test]
+    fn mirror_takes_a_config_and_a_mode() {
+        let parsed = parse(args("mirror --config m.json")).unwrap();
+        assert!(matches!(parsed.command, Command::Mirror { mode: MirrorMode::Continuous, .. }), "{parsed:?}");
+        let parsed = parse(args("mirror --config m.json --mode bounded")).unwrap();
+        assert!(matches!(parsed.command, Command::Mirror { mode: MirrorMode::Bounded, .. }), "{parsed:?}");
+        assert_eq!(parse(args("mirror")).unwrap_err().exit_code(), 2, "--config is required");
+        assert!(usage_error("mirror --config m.json --mode sometimes").contains("invalid value 'sometimes'"));
+    }
+
+    #[test]
     fn help_and_version_exit_0() {
         for line in ["--help", "read --help", "help read", "check -h", "--version"] {
             let error = parse(args(line)).unwrap_err();
