@@ -889,24 +889,25 @@ pub async fn mirror(
                 return Err(MirrorError::TopicRecreated { topic, job_id, stored: old_id, current: new_id });
             }
             Err(error) => {
+                if error.is_fenced() {
+                    return Err(client_error(format!("mirroring a chunk of job {job_id}"))(error));
+                }
+                if in_transaction {
+                    producer
+                        .abort_transaction()
+                        .await
+                        .map_err(client_error(format!("aborting the failed chunk of job {job_id} ({error})")))?;
+                }
+                // A fetch that fails because the source topic was deleted: if it is back under
+                // a new id, that is the error to report, not the missing topic.
+                check_identities(&source, &topic_ids, &job_id).await?;
                 failures_in_a_row += 1;
-                let fenced = error.is_fenced();
-                if fenced || failures_in_a_row > 10 {
+                if !exactly_once || failures_in_a_row > 10 {
                     return Err(client_error(format!("mirroring a chunk of job {job_id}"))(error));
                 }
-                if exactly_once {
-                    // The chunk is aborted and fetched again from the committed positions.
-                    if in_transaction {
-                        producer
-                            .abort_transaction()
-                            .await
-                            .map_err(client_error(format!("aborting the failed chunk of job {job_id} ({error})")))?;
-                    }
-                    tracing::warn!(job = %job_id, "a chunk failed ({error}); aborted, mirroring it again");
-                    assign(&mut consumer, &positions);
-                } else {
-                    return Err(client_error(format!("mirroring a chunk of job {job_id}"))(error));
-                }
+                // The chunk was aborted and is fetched again from the committed positions.
+                tracing::warn!(job = %job_id, "a chunk failed ({error}); aborted, mirroring it again");
+                assign(&mut consumer, &positions);
             }
         }
     }
