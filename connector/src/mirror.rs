@@ -14,7 +14,8 @@
 //!      its open transaction aborted (or, if it was committing, completed);
 //!   2. the positions are read back from the offsets topic, read_committed, up to the high
 //!      watermark seen after step 1;
-//!   3. per chunk (`chunk_records` records or `chunk_ms`, whichever first): begin, send the
+//!   3. per chunk (closed once it holds `chunk_records` records or after `chunk_ms`, whichever
+//!      first; a poll's records are never split, so a chunk may hold more): begin, send the
 //!      records fetched, send the positions after them, commit.
 //!
 //!   A crash before the commit aborts the chunk: neither its records nor its positions become
