@@ -13,6 +13,7 @@ use sluice_wire::{AuthFailure, ClientError, Compression, ConnectionError, TlsFie
 
 use crate::config::{Config, PayloadFormat};
 use crate::destination::WritePolicy;
+use crate::mirror::{MirrorMode, MirrorSummary};
 use crate::read::{self, ReadError, ReadMode, ReadOptions, ReadProgress};
 use crate::registry::avro_rows::column_type;
 use crate::registry::client::{RegistryClient, RegistrySettings};
@@ -55,6 +56,11 @@ pub enum Command {
     Write {
         config: PathBuf,
         options: WriteOptions,
+    },
+    /// `config`: the mirror configuration file (its own format: `source`, `target`, topics).
+    Mirror {
+        config: PathBuf,
+        mode: MirrorMode,
     },
     Completions {
         shell: CompletionShell,
@@ -116,6 +122,13 @@ where
         }
         CliCommand::Status { config, dest, json } => Command::Status { config, dest, json },
         CliCommand::Write(args) => write_command(args)?,
+        CliCommand::Mirror { config, mode } => Command::Mirror {
+            config,
+            mode: match mode {
+                ModeArg::Bounded => MirrorMode::Bounded,
+                ModeArg::Continuous => MirrorMode::Continuous,
+            },
+        },
         CliCommand::Completions { shell } => Command::Completions { shell },
     };
     Ok(Invocation { log_format: cli.log_format, command })
@@ -282,6 +295,19 @@ enum CliCommand {
     /// at least once, or (files) exactly once, a transaction per chunk with the input position
     /// in the offsets topic; a restart resumes from the last committed position.
     Write(WriteArgs),
+    /// Mirrors topics from a source cluster into a target cluster: keys, values, headers and
+    /// timestamps unchanged, at least once or exactly once (the source positions committed in
+    /// the target's offsets topic in the same transaction as the records).
+    Mirror {
+        /// The mirror configuration file (JSON: `source`, `target`, `topics` or `topic_pattern`,
+        /// `target_topic`, `commit_mode`, `create_topics`, ...).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// `continuous` mirrors until SIGINT/SIGTERM; `bounded` stops once every partition
+        /// reached the source's last stable offset as listed at start.
+        #[arg(long, value_enum, default_value = "continuous")]
+        mode: ModeArg,
+    },
     /// Prints a shell completion script, e.g. `sluice completions bash > /etc/bash_completion.d/sluice`.
     Completions {
         #[arg(value_enum)]
@@ -451,6 +477,25 @@ pub fn write_summary_line(summary: &WriteSummary, elapsed: Duration) -> String {
         summary.records,
         summary.dead_letters,
         summary.lines,
+        summary.chunks,
+        elapsed.as_secs_f64(),
+        summary.job_id
+    )
+}
+
+/// The summary line of `sluice mirror`.
+pub fn mirror_summary_line(summary: &MirrorSummary, elapsed: Duration) -> String {
+    let created = match summary.created.is_empty() {
+        true => String::new(),
+        false => format!(", created {}", summary.created.join(", ")),
+    };
+    let resumed = if summary.resumed { ", resumed from stored positions" } else { "" };
+    let stopped = if summary.stopped { ", stopped by a signal" } else { "" };
+    format!(
+        "mirrored {} records of {} topics ({} partitions) in {} chunks in {:.1} s, job {}{created}{resumed}{stopped}",
+        summary.records,
+        summary.topics,
+        summary.partitions,
         summary.chunks,
         elapsed.as_secs_f64(),
         summary.job_id
@@ -744,6 +789,16 @@ mod tests {
             let message = usage_error(line);
             assert!(message.contains(&format!("unexpected argument '{flag}' found")), "{line}: {message}");
         }
+    }
+
+    #[test]
+    fn mirror_takes_a_config_and_a_mode() {
+        let parsed = parse(args("mirror --config m.json")).unwrap();
+        assert!(matches!(parsed.command, Command::Mirror { mode: MirrorMode::Continuous, .. }), "{parsed:?}");
+        let parsed = parse(args("mirror --config m.json --mode bounded")).unwrap();
+        assert!(matches!(parsed.command, Command::Mirror { mode: MirrorMode::Bounded, .. }), "{parsed:?}");
+        assert_eq!(parse(args("mirror")).unwrap_err().exit_code(), 2, "--config is required");
+        assert!(usage_error("mirror --config m.json --mode sometimes").contains("invalid value 'sometimes'"));
     }
 
     #[test]

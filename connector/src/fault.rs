@@ -30,6 +30,10 @@
 //! | `write.dead_letters.written` | ... the chunk's dead letters appended and fsynced, position not yet sent |
 //! | `write.position.sent` | ... the chunk's position record handed to the producer (at least once: before it is acknowledged), not committed |
 //! | `write.committed` | ... the chunk's transaction committed (at least once: its position acknowledged), not yet counted |
+//! | `mirror.begun` | `sluice mirror`: producer started (exactly once: transactions initialised), positions loaded and checked, nothing fetched |
+//! | `mirror.records.sent` | ... a chunk's records handed to the producer, positions not yet sent |
+//! | `mirror.position.sent` | ... the chunk's positions handed to the producer (at least once: its records acknowledged), not committed |
+//! | `mirror.committed` | ... the chunk's transaction committed (at least once: its positions acknowledged), not yet counted |
 
 /// The environment variable that arms one point.
 pub const ENV: &str = "SLUICE_FAULT_POINT";

@@ -17,6 +17,8 @@
 //! * [`row_lines`]: rows rendered into JSON Lines, with the shortcut for flat JSON objects.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.
 //! * [`write`]: `sluice write`, JSON Lines into a topic, at least once or exactly once.
+//! * [`mirror`]: `sluice mirror`, topics from one cluster into another, at least once or exactly once.
+//! * [`offsets`]: the compacted offsets topic `write` and `mirror` keep their positions in.
 //! * [`status`]: `sluice status`, a destination's certified positions against the cluster.
 //! * [`metrics`]: the Prometheus metrics of `sluice read --metrics-addr`.
 //! * [`fault`]: crash points for the reliability tests (compiled in only with `fault-points`).
@@ -28,6 +30,8 @@ pub mod destination;
 pub mod fault;
 pub mod json;
 pub mod metrics;
+pub mod mirror;
+pub mod offsets;
 pub mod read;
 pub mod registry;
 pub mod row_lines;

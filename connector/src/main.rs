@@ -168,6 +168,28 @@ async fn run(command: Command) -> ExitCode {
                 Err(error) => fail(&error),
             }
         }
+        Command::Mirror { config, mode } => {
+            let config = match sluice::mirror::MirrorConfig::load(&config) {
+                Ok(config) => config,
+                Err(error) => {
+                    report(&error);
+                    return ExitCode::from(2);
+                }
+            };
+            let stop = StopSignal::new();
+            spawn_signal_handler(stop.clone());
+            let started = Instant::now();
+            let mut progress = |summary: &sluice::mirror::MirrorSummary| {
+                tracing::debug!(records = summary.records, chunks = summary.chunks, "chunk committed");
+            };
+            match sluice::mirror::mirror(&config, mode, &stop, &mut progress).await {
+                Ok(summary) => {
+                    println!("{}", cli::mirror_summary_line(&summary, started.elapsed()));
+                    ExitCode::SUCCESS
+                }
+                Err(error) => fail(&error),
+            }
+        }
         Command::Read { config, options } => {
             let config = match load(&config) {
                 Ok(config) => config,

@@ -507,7 +507,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// The fetch settings of a run: the configured limits, always read_committed.
-fn fetch_config(config: &Config) -> FetchConfig {
+pub fn fetch_config(config: &Config) -> FetchConfig {
     FetchConfig::default()
         .with_max_bytes(config.fetch.max_bytes, config.fetch.partition_max_bytes)
         .with_max_wait_ms(config.fetch.max_wait_ms)

@@ -51,23 +51,23 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use sluice_wire::{
-    key_partition, Client, ClientError, Compression, Consumer, DeliveryFuture, ErrorCode, FetchConfig, IsolationLevel,
-    NewTopic, OffsetSpec, ProduceRecord, Producer, ProducerConfig, TopicPartition,
+    Client, ClientError, Compression, DeliveryFuture, ProduceRecord, Producer, ProducerConfig, TopicPartition,
 };
 
 use crate::config::{Config, OnMalformed};
 use crate::fault;
 use crate::json;
+use crate::offsets::{self, OffsetsError};
 use crate::read::{self, ReadError, StopSignal};
 use line::{line_to_record, FieldMapping, InputFormat};
 use position::{identify, mismatch, position_key, Position};
 
 /// The default offsets topic.
-pub const DEFAULT_OFFSETS_TOPIC: &str = "_sluice_offsets";
+pub use crate::offsets::DEFAULT_OFFSETS_TOPIC;
 /// The longest line read (a longer one fails the run: no record can be that large anyway).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
@@ -302,11 +302,14 @@ pub async fn write(
         .unwrap_or_else(|| default_job_id(&options.topic, path.as_deref().unwrap_or(Path::new("-"))));
 
     let client = read::connect(config).await.map_err(|error| WriteError::Connect(Box::new(error)))?;
-    topic_partitions(&client, &options.topic)
+    offsets::topic_partitions(&client, &options.topic)
         .await?
         .ok_or_else(|| WriteError::UnknownTopic { topic: options.topic.clone() })?;
     let offsets_partition = match &path {
-        Some(_) => Some(ensure_offsets_topic(&client, &options.offsets_topic, &job_id).await?),
+        Some(_) => Some(
+            offsets::ensure_offsets_topic(&client, &options.offsets_topic, &position_key(&job_id), "--offsets-topic")
+                .await?,
+        ),
         None => None,
     };
 
@@ -550,67 +553,6 @@ impl Chunk {
     }
 }
 
-/// The partition count of `topic`, `None` if it does not exist.
-async fn topic_partitions(client: &Client, topic: &str) -> Result<Option<i32>, WriteError> {
-    let metadata = client
-        .refresh_metadata(Some(&[topic.to_string()]))
-        .await
-        .map_err(client_error(format!("loading the metadata of {topic}")))?;
-    Ok(metadata
-        .topic(topic)
-        .filter(|info| info.error_code.is_ok() && !info.partitions.is_empty())
-        .map(|info| info.partitions.len() as i32))
-}
-
-/// The offsets topic's partition for this job, creating the topic (compacted, one partition,
-/// `min(3, brokers)` replicas) when it does not exist.
-async fn ensure_offsets_topic(client: &Client, topic: &str, job_id: &str) -> Result<TopicPartition, WriteError> {
-    let count = match topic_partitions(client, topic).await? {
-        Some(count) => count,
-        None => {
-            // Three replicas where the cluster has three brokers (the metadata just loaded).
-            let replicas = client.metadata().brokers.len().clamp(1, 3) as i16;
-            let new = NewTopic::new(topic, 1, replicas).config("cleanup.policy", "compact");
-            match client.create_topic(&new).await {
-                Ok(_) => tracing::info!(topic, "created the offsets topic {topic} (compacted, 1 partition)"),
-                Err(error) if error.code() == Some(ErrorCode::TOPIC_ALREADY_EXISTS) => {}
-                Err(error) => {
-                    return Err(client_error(format!(
-                        "creating the offsets topic {topic} (create it yourself with cleanup.policy=compact, or give \
-                         --offsets-topic)"
-                    ))(error))
-                }
-            }
-            topic_partitions(client, topic).await?.unwrap_or(1)
-        }
-    };
-    check_compacted(client, topic).await?;
-    Ok(TopicPartition::new(topic, key_partition(&position_key(job_id), count)))
-}
-
-/// Refuses an offsets topic that is not compacted (one made by hand, or by another tool): with
-/// `delete` alone, retention removes positions, and exactly once is then lost at the next
-/// restart. Without the right to describe its configuration (an ACL), a warning says so.
-async fn check_compacted(client: &Client, topic: &str) -> Result<(), WriteError> {
-    let config = match client.describe_topic_config(topic, &["cleanup.policy"]).await {
-        Ok(config) => config,
-        Err(error) if error.code().is_some_and(ErrorCode::is_authorization) => {
-            tracing::warn!(
-                topic,
-                "cannot check that the offsets topic {topic} is compacted ({error}); if it is not, retention will \
-                 delete positions"
-            );
-            return Ok(());
-        }
-        Err(error) => return Err(client_error(format!("describing the offsets topic {topic}"))(error)),
-    };
-    let policy = config.get("cleanup.policy").cloned().flatten().unwrap_or_else(|| "delete".to_string());
-    if policy.split(',').any(|part| part.trim() == "compact") {
-        return Ok(());
-    }
-    Err(WriteError::OffsetsTopicNotCompacted { offsets_topic: topic.to_string(), policy })
-}
-
 /// The job's last committed position: its key's last value in the offsets partition, read
 /// read_committed up to the high watermark as it is now (see the module docs, step 2).
 async fn load_position(
@@ -618,48 +560,31 @@ async fn load_position(
     partition: &TopicPartition,
     job_id: &str,
 ) -> Result<Option<Position>, WriteError> {
-    let reading = || client_error(format!("reading {}-{}", partition.topic, partition.partition));
-    let offsets = |spec| async move {
-        let listed = client.list_offsets(std::slice::from_ref(partition), spec, IsolationLevel::ReadUncommitted).await;
-        listed.map(|mut listed| listed.remove(partition).map_or(0, |offset| offset.offset))
+    let Some((value, offset)) = offsets::load_latest(client, partition, &position_key(job_id)).await? else {
+        return Ok(None);
     };
-    let start = offsets(OffsetSpec::Earliest).await.map_err(reading())?;
-    let end = offsets(OffsetSpec::Latest).await.map_err(reading())?;
-    let key = position_key(job_id);
-    let mut consumer =
-        Consumer::new(client.clone(), FetchConfig::default().with_isolation(IsolationLevel::ReadCommitted));
-    consumer.assign(partition.clone(), start);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut found = None;
-    let mut reached = start;
-    while reached < end {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let batches = match tokio::time::timeout(left, consumer.poll()).await {
-            Ok(batches) => batches.map_err(reading())?,
-            Err(_) => {
-                return Err(WriteError::PositionTimeout {
-                    offsets_topic: partition.topic.clone(),
-                    partition: partition.partition,
-                    reached,
-                    end,
-                })
+    match value {
+        None => Ok(None),
+        Some(value) => Position::decode(&value).map(Some).ok_or_else(|| WriteError::BadPosition {
+            offsets_topic: partition.topic.clone(),
+            partition: partition.partition,
+            offset,
+        }),
+    }
+}
+
+impl From<OffsetsError> for WriteError {
+    fn from(error: OffsetsError) -> Self {
+        match error {
+            OffsetsError::Client { doing, source } => WriteError::Client { doing, source },
+            OffsetsError::NotCompacted { topic, policy } => {
+                WriteError::OffsetsTopicNotCompacted { offsets_topic: topic, policy }
             }
-        };
-        for batch in batches {
-            for record in batch.records.iter().filter(|record| record.key.as_deref() == Some(&key[..])) {
-                found = match record.value.as_deref() {
-                    None => None,
-                    Some(value) => Some(Position::decode(value).ok_or_else(|| WriteError::BadPosition {
-                        offsets_topic: partition.topic.clone(),
-                        partition: partition.partition,
-                        offset: record.offset,
-                    })?),
-                };
+            OffsetsError::Timeout { topic, partition, reached, end } => {
+                WriteError::PositionTimeout { offsets_topic: topic, partition, reached, end }
             }
-            reached = reached.max(batch.next_offset);
         }
     }
-    Ok(found)
 }
 
 /// Reads lines on a thread of its own (standard input may block for any time), numbering them
