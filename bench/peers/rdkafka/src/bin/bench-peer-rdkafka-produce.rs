@@ -96,10 +96,14 @@ fn main() {
         .expect("producer");
     for i in 0..count {
         if rate > 0.0 {
+            // Sleep, not poll(timeout): librdkafka rounds a poll timeout down to whole
+            // milliseconds, so polling out a sub-millisecond gap would spin a core.
             let due = started + Duration::from_secs_f64(i as f64 / rate);
-            while Instant::now() < due {
-                producer.poll(due.saturating_duration_since(Instant::now()));
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
             }
+            producer.poll(Duration::ZERO);
         }
         let sent_us = started.elapsed().as_micros() as usize;
         let mut record =
