@@ -1,60 +1,21 @@
 #!/usr/bin/env bash
-# The producer benchmark harness (issue #16): the library Producer (`sluice-produce`) against
-# Kafka's own `ProducerPerformance` (kafka-tools 4.1, through tests/kafka/broker.sh java), on the
-# same broker, alternating runs, for the issue's datasets: 100 B records none and lz4, 1 KiB
-# zstd; acks=all (idempotent) and acks=leader. Every run's JSON line goes to
-# bench/results/producer-LABEL/runs.jsonl. Not part of CI; run it on a quiet machine.
+# The producer benchmark (issue #16), short form of bench/producer.py: Sluice's library
+# Producer (`sluice-produce`) against librdkafka (the rdkafka crate's producer and librdkafka's
+# own rdkafka_performance -P), the Java client's ProducerPerformance, franz-go and Confluent's
+# confluent-kafka crate, on the same broker, alternating rounds, for 100 B records none and lz4
+# and 1 KiB zstd, acks=all (idempotent) and acks=leader, then a latency run per client
+# (10,000 records/s for 10 s, linger_ms=0). Every run's JSON line goes to
+# bench/results/producer-LABEL/runs.jsonl; bench/producer_summary.py writes the medians,
+# ratios, report.md and chart.svg beside it. Not part of CI; quote only a quiet machine's run.
 #
-#   bench/producer.sh [LABEL] [RECORDS]       default: producer-local, 2000000 records (100 B)
+#   bench/producer.sh [LABEL] [RECORDS]     default: local, 2000000 records (100 B; 1 KiB: a tenth)
 #
-# The librdkafka, franz-go and confluent-kafka peers of the issue are not wired in yet.
+# Environment: RUNS (measured rounds, default 5), WARMUP (default 1), SLUICE_BROKER (bootstrap,
+# default 127.0.0.1:19092), CLIENTS (comma-separated, default all), and any further
+# bench/producer.py option in PRODUCER_ARGS (e.g. "--no-build --update-benchmarks-md").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-LABEL="${1:-local}"
-RECORDS="${2:-2000000}"
-RUNS="${RUNS:-5}"
-BOOTSTRAP="${SLUICE_BROKER:-127.0.0.1:19092}"
-OUT="bench/results/producer-$LABEL"
-mkdir -p "$OUT"
-: >"$OUT/runs.jsonl"
-
-(cd bench/sluice && cargo build --release --bin sluice-produce)
-SLUICE_PRODUCE=bench/sluice/target/release/sluice-produce
-
-topic() { # a fresh topic per run, 6 partitions
-  local name="bench-produce-$1-$RANDOM$RANDOM"
-  tests/kafka/broker.sh java org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" \
-    --create --topic "$name" --partitions 6 --replication-factor 1 >/dev/null
-  echo "$name"
-}
-
-java_run() { # codec size count acks linger
-  local t
-  t="$(topic java)"
-  local line
-  line="$(tests/kafka/broker.sh java org.apache.kafka.tools.ProducerPerformance --topic "$t" \
-    --num-records "$3" --record-size "$2" --throughput -1 \
-    --producer-props bootstrap.servers="$BOOTSTRAP" acks="$4" compression.type="$1" linger.ms="$5" \
-    | tail -n1)"
-  echo "{\"client\":\"java\",\"codec\":\"$1\",\"size\":$2,\"acks\":\"$4\",\"summary\":\"$line\"}"
-}
-
-sluice_run() { # codec size count acks linger
-  local t
-  t="$(topic sluice)"
-  local acks="$4"
-  [[ "$acks" == 1 ]] && acks=leader
-  "$SLUICE_PRODUCE" "$BOOTSTRAP" "$t" "$3" "$2" "$1" "$acks" "$5" \
-    | sed "s/^{/{\"codec\":\"$1\",\"acks\":\"$4\",/"
-}
-
-for dataset in "none 100 $RECORDS" "lz4 100 $RECORDS" "zstd 1024 $((RECORDS / 10))"; do
-  read -r codec size count <<<"$dataset"
-  for acks in all 1; do
-    for run in $(seq "$RUNS"); do
-      sluice_run "$codec" "$size" "$count" "$acks" 5 | tee -a "$OUT/runs.jsonl"
-      java_run "$codec" "$size" "$count" "$acks" 5 | tee -a "$OUT/runs.jsonl"
-    done
-  done
-done
-echo "runs in $OUT/runs.jsonl"
+# shellcheck disable=SC2086 # PRODUCER_ARGS is a list of options
+exec python3 bench/producer.py --label "${1:-local}" --records "${2:-2000000}" --runs "${RUNS:-5}" \
+  --warmup "${WARMUP:-1}" --bootstrap "${SLUICE_BROKER:-127.0.0.1:19092}" \
+  ${CLIENTS:+--clients "$CLIENTS"} ${PRODUCER_ARGS:-}

@@ -53,6 +53,9 @@ def binaries():
     krafka = os.path.join(BENCH, "peers", "krafka", "target", "release", "bench-peer-krafka")
     franz = os.path.join(BENCH, "peers", "franz-go", "bench-peer-franz-go")
     java = os.path.join(BENCH, "peers", "java", "consumer-perf.sh")
+    confluent = os.path.join(BENCH, "peers", "confluent-kafka", "target", "release", "bench-peer-confluent-kafka")
+    perf = os.path.join(BENCH, "peers", "rdkafka-perf", "consume.sh")
+    perf_binary = os.path.join(BENCH, "peers", "rdkafka-perf", "build", "librdkafka", "examples", "rdkafka_performance")
     return {
         "sluice": ([sluice], sluice),
         "librdkafka": ([rdkafka], rdkafka),
@@ -62,10 +65,16 @@ def binaries():
         "franz-go": ([franz], franz),
         "rskafka": ([rskafka], rskafka),
         "krafka": ([krafka], krafka),
+        "confluent-kafka": ([confluent, "consume"], confluent),
+        "rdkafka-perf": ([perf], perf_binary),
     }
 
 
-ALL_CLIENTS = ["sluice", "librdkafka", "librdkafka-crc", "librdkafka-q1m", "java", "franz-go", "rskafka", "krafka"]
+ALL_CLIENTS = ["sluice", "librdkafka", "librdkafka-crc", "librdkafka-q1m", "rdkafka-perf", "java", "franz-go",
+               "confluent-kafka", "rskafka", "krafka"]
+# The librdkafka rows: ratios are against the best of them on each figure (the fastest for
+# throughput, the cheapest for CPU), not against its defaults or the slowest.
+LIBRDKAFKA_CLIENTS = ["librdkafka", "librdkafka-crc", "librdkafka-q1m", "rdkafka-perf"]
 # librdkafka properties given after the arguments (librdkafka rows other than its defaults).
 EXTRA_ARGS = {
     "librdkafka-crc": ["check.crcs=true"],
@@ -92,8 +101,15 @@ def run(command, **kwargs):
 def build(clients, connector):
     cargo = ["cargo", "build", "--release", "--quiet"]
     run(cargo + ["--bins"], cwd=os.path.join(BENCH, "sluice"))
-    if any(c.startswith("librdkafka") for c in clients):
+    if any(c.startswith("librdkafka") for c in clients) or "rdkafka-perf" in clients:
+        # rdkafka-perf's build takes its zstd from this peer's zstd-sys build.
         run(cargo, cwd=os.path.join(BENCH, "peers", "rdkafka"))
+    if "rdkafka-perf" in clients:
+        # librdkafka's own rdkafka_performance, from the sources rdkafka-sys bundles.
+        run([os.path.join(BENCH, "peers", "rdkafka-perf", "build.sh")])
+    if "confluent-kafka" in clients:
+        # Its rust-toolchain.toml selects Rust 1.95 (the crate's minimum).
+        run(cargo, cwd=os.path.join(BENCH, "peers", "confluent-kafka"))
     for crate in ("rskafka", "krafka"):
         if crate in clients:
             run(cargo, cwd=os.path.join(BENCH, "peers", crate))
@@ -437,15 +453,18 @@ def summarize(rows):
             "peak_rss_mib": max(r["max_rss_kib"] for r in group) / 1024,
             "broker_cpu_s_per_gib": med(lambda r: r["broker_cpu_s"] / gib),
         })
-    # Ratios against librdkafka (consumer) or kcat (connector) of the same variant and dataset.
+    # Ratios against the best librdkafka row (consumer) or kcat (connector) of the same variant and
+    # dataset, figure by figure: the fastest librdkafka row for throughput, the cheapest for CPU.
     for s in summary:
-        reference = "librdkafka" if s["section"] == "consumer" else "kcat"
-        ref = next((t for t in summary if (t["section"], t["variant"], t["dataset"], t["client"]) ==
-                    (s["section"], s["variant"], s["dataset"], reference)), None)
-        s["throughput_vs_ref"] = s["records_per_s"] / ref["records_per_s"] if ref else None
-        s["steady_vs_ref"] = (s["steady_records_per_s"] / ref["steady_records_per_s"]
-                              if ref and s["steady_records_per_s"] and ref["steady_records_per_s"] else None)
-        s["cpu_vs_ref"] = s["client_cpu_s_per_gib"] / ref["client_cpu_s_per_gib"] if ref and ref["client_cpu_s_per_gib"] else None
+        references = LIBRDKAFKA_CLIENTS if s["section"] == "consumer" else ["kcat"]
+        refs = [t for t in summary if (t["section"], t["variant"], t["dataset"]) == (s["section"], s["variant"], s["dataset"])
+                and t["client"] in references]
+        best_rate = max((t["records_per_s"] for t in refs), default=None)
+        best_steady = max((t["steady_records_per_s"] for t in refs if t["steady_records_per_s"]), default=None)
+        best_cpu = min((t["client_cpu_s_per_gib"] for t in refs if t["client_cpu_s_per_gib"]), default=None)
+        s["throughput_vs_ref"] = s["records_per_s"] / best_rate if best_rate else None
+        s["steady_vs_ref"] = s["steady_records_per_s"] / best_steady if best_steady and s["steady_records_per_s"] else None
+        s["cpu_vs_ref"] = s["client_cpu_s_per_gib"] / best_cpu if best_cpu else None
     return summary
 
 
@@ -483,7 +502,9 @@ def report(summary, info, args, command_line, chart_name):
                  f"variants: {', '.join(args.variants)}.  ")
     lines.append(f"Machine: {info['cpu']}, {info['memory']}, Linux {info['kernel']}; load average at the end "
                  f"{info['load_average']}.  ")
-    lines.append(f"Kafka {info['kafka']}; {info['rustc']}; {info['go']}; {info['java']}.")
+    lines.append(f"Kafka {info['kafka']}; {info['rustc']}; {info['go']}; {info['java']}.  ")
+    lines.append("Ratios: against the best librdkafka row of the same dataset (of librdkafka, librdkafka-crc, "
+                 "librdkafka-q1m and rdkafka-perf: the fastest for throughput, the cheapest for CPU).")
     lines.append("")
     lines.append(f"![throughput chart]({chart_name})")
     lines.append("")
@@ -496,7 +517,7 @@ def report(summary, info, args, command_line, chart_name):
             first = rows[0]
             lines.append(f"#### {dataset}, {variant}: {first['records']:,} records, {first['bytes'] / MIB:,.0f} MiB of values")
             lines.append("")
-            lines.append("| client | records/s | MiB/s | vs librdkafka | records/s after the 1st | vs librdkafka | client CPU s/GiB | CPU vs librdkafka | peak RSS MiB | broker CPU s/GiB | elapsed median (min-max) s |")
+            lines.append("| client | records/s | MiB/s | vs best librdkafka | records/s after the 1st | vs best librdkafka | client CPU s/GiB | CPU vs best librdkafka | peak RSS MiB | broker CPU s/GiB | elapsed median (min-max) s |")
             lines.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for s in rows:
                 lines.append(
@@ -523,7 +544,8 @@ def report(summary, info, args, command_line, chart_name):
 
 
 COLORS = {"sluice": "#d62728", "librdkafka": "#1f77b4", "librdkafka-crc": "#6baed6", "librdkafka-q1m": "#17becf", "java": "#ff7f0e",
-          "franz-go": "#2ca02c", "rskafka": "#9467bd", "krafka": "#8c564b", "sluice read": "#d62728", "kcat": "#1f77b4"}
+          "franz-go": "#2ca02c", "rskafka": "#9467bd", "krafka": "#8c564b",
+          "rdkafka-perf": "#0b4f8a", "confluent-kafka": "#e377c2", "sluice read": "#d62728", "kcat": "#1f77b4"}
 
 
 def chart(summary, variants, title):
@@ -622,8 +644,8 @@ def main():
     for c in clients:
         if c not in ALL_CLIENTS:
             raise SystemExit(f"unknown client {c}; known: {', '.join(ALL_CLIENTS)}")
-    if "librdkafka" not in clients:
-        log("warning: without librdkafka there are no ratios")
+    if not any(c in LIBRDKAFKA_CLIENTS for c in clients):
+        log("warning: without a librdkafka row there are no ratios")
     for v in args.variants:
         if v not in ("unpinned", "pinned"):
             raise SystemExit(f"unknown variant {v}")

@@ -3,6 +3,9 @@
 // line.
 //
 //	bench-peer-franz-go BOOTSTRAP TOPIC PARTITIONS RECORDS
+//	bench-peer-franz-go produce BOOTSTRAP TOPIC COUNT SIZE CODEC all|leader LINGER_MS [RATE]
+//
+// The produce mode (the producer benchmark, bench/producer.py) is in produce.go.
 package main
 
 import (
@@ -16,6 +19,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "produce" {
+		produce(os.Args[2:])
+		return
+	}
 	if len(os.Args) != 5 {
 		fmt.Fprintln(os.Stderr, "usage: bench-peer-franz-go BOOTSTRAP TOPIC PARTITIONS RECORDS")
 		os.Exit(2)

@@ -3,11 +3,17 @@
 //! line: records/s, MB/s, and the send-to-acknowledgement latency percentiles.
 //!
 //! ```text
-//! sluice-produce <bootstrap> <topic> <count> <size> <none|gzip|snappy|lz4|zstd> <all|leader> <linger_ms>
+//! sluice-produce <bootstrap> <topic> <count> <size> <none|gzip|snappy|lz4|zstd> <all|leader> <linger_ms> [rate]
 //! ```
 //!
+//! `rate` (records/s, 0 or absent: as fast as it goes) paces the sends for the latency runs:
+//! record i is sent no earlier than i / rate seconds after the start.
+//!
 //! Values are pseudo-random text of the given size (compressible about as JSON is); keys are
-//! null (the sticky partitioner), as in Kafka's `ProducerPerformance`.
+//! null (the sticky partitioner), as in Kafka's `ProducerPerformance`. Every producer peer
+//! (bench/peers/rdkafka, franz-go, confluent-kafka) and Java's payload file (bench/producer.py)
+//! generate the same 1024 values with the same xorshift and words, so the codecs see the same
+//! bytes whatever the client. acks=all is idempotent (the default), acks=leader is not.
 
 use std::time::{Duration, Instant};
 
@@ -16,8 +22,13 @@ use sluice_wire::{Acks, Client, ClientConfig, Compression, ProduceRecord, Produc
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [bootstrap, topic, count, size, compression, acks, linger] = args.as_slice() else {
-        eprintln!("usage: sluice-produce <bootstrap> <topic> <count> <size> <codec> <all|leader> <linger_ms>");
+    let (args, rate) = match args.len() {
+        7 => (&args[..], 0.0),
+        8 => (&args[..7], args[7].parse::<f64>()?),
+        _ => (&args[..0], 0.0),
+    };
+    let [bootstrap, topic, count, size, compression, acks, linger] = args else {
+        eprintln!("usage: sluice-produce <bootstrap> <topic> <count> <size> <codec> <all|leader> <linger_ms> [rate]");
         std::process::exit(2);
     };
     let count: usize = count.parse()?;
@@ -35,12 +46,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "leader" => Acks::Leader,
         other => return Err(format!("acks must be all or leader, not {other}").into()),
     };
-    let client = Client::connect(ClientConfig::new([bootstrap.clone()])).await?;
-    let config = ProducerConfig::default()
-        .with_acks(acks)
-        .with_compression(compression)
-        .with_linger(Duration::from_millis(linger.parse()?));
-    let producer = Producer::new(client, config).await?;
     // A fixed pool of values, so that generating them costs nothing during the run.
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let words = ["order", "amount", "customer", "status", "shipped", "12.50", "true", "null", "EUR", "2026"];
@@ -59,8 +64,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     let (latency_tx, mut latency_rx) = tokio::sync::mpsc::unbounded_channel::<Duration>();
+    // The clock starts before the client connects: the peers connect, fetch metadata and
+    // (idempotent) get their producer id lazily, inside their first sends.
     let started = Instant::now();
+    let client = Client::connect(ClientConfig::new([bootstrap.clone()])).await?;
+    let config = ProducerConfig::default()
+        .with_acks(acks)
+        .with_compression(compression)
+        .with_linger(Duration::from_millis(linger.parse()?));
+    let producer = Producer::new(client, config).await?;
+    let paced_from = Instant::now();
     for i in 0..count {
+        if rate > 0.0 {
+            let due = paced_from + Duration::from_secs_f64(i as f64 / rate);
+            if due > Instant::now() {
+                tokio::time::sleep_until(due.into()).await;
+            }
+        }
         let sent = Instant::now();
         let delivery = producer.send(topic, ProduceRecord::new(None, Some(&values[i % values.len()]))).await?;
         let latency_tx = latency_tx.clone();
@@ -83,7 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     };
     println!(
-        r#"{{"client":"sluice","records":{count},"acked":{},"size":{size},"seconds":{:.3},"records_per_sec":{:.0},"mb_per_sec":{:.2},"p50_ms":{:.2},"p99_ms":{:.2}}}"#,
+        r#"{{"client":"sluice","records":{count},"acked":{},"size":{size},"rate":{rate},"seconds":{:.3},"records_per_sec":{:.0},"mb_per_sec":{:.2},"p50_ms":{:.2},"p99_ms":{:.2}}}"#,
         latencies.len(),
         elapsed.as_secs_f64(),
         count as f64 / elapsed.as_secs_f64(),
