@@ -28,6 +28,12 @@ its JVM from /proc/PID/stat) and the disk's written bytes (/proc/diskstats of th
 the destination).
 
 Runs alternate 1, 3, 1, 3, ... ; medians per worker count. Python 3 standard library only.
+
+`--cpu-quota C` puts each worker in its own cgroup (`/sys/fs/cgroup/cpu/sluice-group-scale-wN`,
+cgroup v1, root) limited to C CPUs, as each would be in a container with a CPU limit: on this
+2-core machine, 3 unlimited workers only share the same 2 cores (1.1x), which says nothing
+about 3 workers on 3 hosts. With C = 0.4, one worker has 0.4 CPU and three have 1.2 together,
+and the broker keeps the rest.
 """
 
 import argparse
@@ -125,6 +131,21 @@ def parse_time_v(path):
     return out
 
 
+CGROUP_CPU = "/sys/fs/cgroup/cpu"
+
+
+def cpu_cgroup(index, cores):
+    """A cgroup (v1 cpu controller) for worker `index` limited to `cores` CPUs, as a container
+    with a CPU limit would be: quota = cores x the 100 ms period. Made once, reused by runs."""
+    path = os.path.join(CGROUP_CPU, f"sluice-group-scale-w{index}")
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+        f.write("100000")
+    with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+        f.write(str(int(cores * 100000)))
+    return path
+
+
 def child_of(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -173,9 +194,12 @@ def run_once(args, workers, run, ends, starts):
     for i in range(workers):
         tv = os.path.join(tdir, f"w{i}.time")
         err = open(os.path.join(tdir, f"w{i}.log"), "w")
-        procs.append((subprocess.Popen(["/usr/bin/time", "-v", "-o", tv, args.sluice, "read", "--config", cpath,
-                                        "--dest", dest, "--mode", "continuous"],
-                                       stdin=subprocess.DEVNULL, stdout=err, stderr=err), tv, err))
+        command = ["/usr/bin/time", "-v", "-o", tv, args.sluice, "read", "--config", cpath, "--dest", dest,
+                   "--mode", "continuous"]
+        if args.cpu_quota:
+            # The shell joins worker i's cgroup before it execs, so time and sluice start inside it.
+            command = ["sh", "-c", f'echo $$ > {cpu_cgroup(i, args.cpu_quota)}/cgroup.procs && exec "$@"', "sh"] + command
+        procs.append((subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=err, stderr=err), tv, err))
     first_progress = None
     all_started, rows_before_all_started = None, 0
     done = None
@@ -302,6 +326,10 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=None, help="markdown file for the table and every run")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--cpu-quota", dest="cpu_quota", type=float, default=None,
+                    help="limit each worker to this many CPUs (its own cgroup, v1 cpu controller, needs root): "
+                         "workers as containers with a CPU limit, so that N of them are not N processes "
+                         "sharing this machine's 2 cores")
     args = ap.parse_args()
     counts = [int(x) for x in args.workers.split(",")]
     ends = end_offsets(args.bootstrap, args.topic)
@@ -321,7 +349,8 @@ def main():
             f.write(f"# group_scale.py: {' '.join(sys.argv[1:])}\n\n")
             f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(started))}, {os.cpu_count()} CPUs, "
                     f"protocol {args.protocol}, binary {args.sluice}, destinations under {args.dest_root}, "
-                    f"topic {args.topic}\n\n")
+                    f"topic {args.topic}, CPU limit per worker: "
+                    f"{f'{args.cpu_quota} cores (cgroup cpu quota)' if args.cpu_quota else 'none'}\n\n")
             f.write(text + "\n\n## Every run\n\n```\n")
             for r in results:
                 f.write(json.dumps(r) + "\n")

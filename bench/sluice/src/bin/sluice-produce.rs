@@ -15,9 +15,13 @@
 //! generate the same 1024 values with the same xorshift and words, so the codecs see the same
 //! bytes whatever the client. acks=all is idempotent (the default), acks=leader is not.
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use sluice_wire::{Acks, Client, ClientConfig, Compression, ProduceRecord, Producer, ProducerConfig};
+use sluice_wire::{Acks, Client, ClientConfig, Compression, DeliveryFuture, ProduceRecord, Producer, ProducerConfig};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -63,7 +67,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             value
         })
         .collect();
-    let (latency_tx, mut latency_rx) = tokio::sync::mpsc::unbounded_channel::<Duration>();
     // The clock starts before the client connects: the peers connect, fetch metadata and
     // (idempotent) get their producer id lazily, inside their first sends.
     let started = Instant::now();
@@ -73,29 +76,60 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_compression(compression)
         .with_linger(Duration::from_millis(linger.parse()?));
     let producer = Producer::new(client, config).await?;
+    // Deliveries are watched in send order without a task per record (the peers take a
+    // callback; a spawned task per record cost more than the producer itself and held 1M tasks):
+    // after each send the answered ones at the front are taken, and a paced run waits for the
+    // front while it sleeps. A delivery is seen at most one send call after it arrived (or, when
+    // an earlier record of another partition is still unanswered, once that one is).
+    let mut pending: VecDeque<(Instant, DeliveryFuture)> = VecDeque::new();
+    let mut latencies = Vec::with_capacity(count);
+    let mut failed = 0usize;
+    let mut note = |result: Result<sluice_wire::RecordMetadata, sluice_wire::ClientError>, sent: Instant| match result {
+        Ok(_) => latencies.push(sent.elapsed()),
+        Err(_) => failed += 1,
+    };
     let paced_from = Instant::now();
     for i in 0..count {
         if rate > 0.0 {
             let due = paced_from + Duration::from_secs_f64(i as f64 / rate);
+            while let Some((sent, front)) = pending.front_mut() {
+                tokio::select! {
+                    result = front => {
+                        let sent = *sent;
+                        pending.pop_front();
+                        note(result, sent);
+                    }
+                    _ = tokio::time::sleep_until(due.into()) => break,
+                }
+            }
             if due > Instant::now() {
                 tokio::time::sleep_until(due.into()).await;
             }
         }
         let sent = Instant::now();
         let delivery = producer.send(topic, ProduceRecord::new(None, Some(&values[i % values.len()]))).await?;
-        let latency_tx = latency_tx.clone();
-        tokio::spawn(async move {
-            if delivery.await.is_ok() {
-                let _ = latency_tx.send(sent.elapsed());
+        pending.push_back((sent, delivery));
+        // Unconstrained: tokio's cooperative budget would otherwise make every poll of an
+        // answered delivery Pending once this task has polled enough without yielding (sends
+        // rarely wait), and the deque would grow to the whole run.
+        tokio::task::unconstrained(std::future::poll_fn(|cx| {
+            while let Some((sent, front)) = pending.front_mut() {
+                let Poll::Ready(result) = Pin::new(front).poll(cx) else { break };
+                let sent = *sent;
+                pending.pop_front();
+                note(result, sent);
             }
-        });
+            Poll::Ready(())
+        }))
+        .await;
     }
     producer.flush().await?;
-    drop(latency_tx);
+    for (sent, delivery) in pending.drain(..) {
+        note(delivery.await, sent);
+    }
     let elapsed = started.elapsed();
-    let mut latencies = Vec::with_capacity(count);
-    while let Some(latency) = latency_rx.recv().await {
-        latencies.push(latency);
+    if failed > 0 {
+        return Err(format!("{failed} records failed").into());
     }
     producer.close(Duration::from_secs(30)).await?;
     latencies.sort();
