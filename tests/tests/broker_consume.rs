@@ -287,6 +287,18 @@ async fn produce_with_acks_zero_and_one_arrives() {
     let topic = unique_topic("acks");
     client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
     let tp = TopicPartition::new(&topic, 0);
+    // acks=0 records sent before the leader has the partition are dropped without a word
+    // (that is acks=0): wait until the leader answers for it. Without this the test lost all
+    // five in one loaded CI run.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client
+        .list_offsets(std::slice::from_ref(&tp), OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "{topic}-0 never got a leader that answers");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // acks=0: the broker sends no response; the call returns -1 at once.
     assert_eq!(client.produce(&tp, &records_for(5, "zero"), Compression::Gzip, 0).await.expect("acks=0"), -1);
     // acks=1 on the same connection: its response must not be confused with the unanswered one.

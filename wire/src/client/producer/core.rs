@@ -1683,7 +1683,11 @@ impl ProducerCore {
             }
             _ if error.is_retriable() => {
                 txn.op_attempts += 1;
-                if matches!(error, ClientError::Connection(_)) {
+                // The coordinator's broker unreachable, or gone from the metadata (killed:
+                // `NoLeader` "led by broker N"): find the coordinator again, as the Java client
+                // does on a disconnect; its transaction log partition has another leader now.
+                // Retrying the same broker only failed until the producer gave up.
+                if matches!(error, ClientError::Connection(_) | ClientError::NoLeader { .. }) {
                     txn.coordinator = None;
                 }
                 let delay = self.config.retry.base_delay(txn.op_attempts);
@@ -1720,7 +1724,8 @@ impl ProducerCore {
                     partition.adding = false;
                 }
                 if error.is_retriable() {
-                    if matches!(error, ClientError::Connection(_)) {
+                    // See `on_coordinator_error`: a dead coordinator is looked up again.
+                    if matches!(error, ClientError::Connection(_) | ClientError::NoLeader { .. }) {
                         txn.coordinator = None;
                     }
                     txn.add_retry_at = Some(now + self.config.retry.backoff);
@@ -2435,6 +2440,36 @@ mod tests {
         assert!(commit.try_recv().expect("answered").is_ok());
         assert_eq!(h.core.producer_identity(), (9, 4), "TV1 keeps the epoch across transactions");
         h.core.begin_transaction().expect("the next transaction");
+    }
+
+    /// The coordinator's broker killed: the driver answers the EndTxn with `NoLeader` ("led by
+    /// broker 3": the broker left the metadata). The core must find the coordinator again,
+    /// not retry broker 3 until it gives up (a `sluice mirror` run in CI failed so).
+    #[test]
+    fn a_coordinator_gone_from_the_metadata_is_looked_up_again() {
+        let mut h = transactional(true);
+        h.core.begin_transaction().expect("begin");
+        let mut record = h.append(1, "a");
+        h.core.mark_all_flush();
+        let sent = produced(&h.poll());
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(1, ErrorCode::NONE, 0)]))));
+        assert!(record.try_recv().expect("answered").is_ok());
+        let (done, mut commit) = oneshot::channel();
+        h.core.end_transaction(true, done);
+        assert!(matches!(h.poll().as_slice(), [Action::EndTxn { coordinator: 3, .. }]));
+        let gone = ClientError::NoLeader { topic: "(led by broker 3)".to_string(), partition: -1 };
+        h.core.on_end_txn(h.now, Err(gone));
+        h.advance(Duration::from_secs(2));
+        let actions = h.poll();
+        assert!(
+            matches!(actions.as_slice(), [Action::FindCoordinator { key, key_type: 1 }] if key == "tx"),
+            "{actions:?}"
+        );
+        h.core.on_find_coordinator(h.now, Ok(1));
+        let actions = h.poll();
+        assert!(matches!(actions.as_slice(), [Action::EndTxn { coordinator: 1, .. }]), "{actions:?}");
+        h.core.on_end_txn(h.now, Ok(end_ok(Some((9, 5)))));
+        assert!(commit.try_recv().expect("answered").is_ok());
     }
 
     #[test]
