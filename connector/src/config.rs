@@ -423,7 +423,9 @@ pub struct FetchLimits {
     pub max_wait_ms: i32,
 }
 
-const KNOWN_FIELDS: &[&str] = &[
+/// The connection, network and fetch fields: part of every `sluice read` configuration, and
+/// all that a `sluice mirror` `source` or `target` object takes.
+pub const CONNECTION_FIELDS: &[&str] = &[
     "brokers",
     "client_id",
     "tls_enabled",
@@ -444,13 +446,9 @@ const KNOWN_FIELDS: &[&str] = &[
     "aws_region",
     "aws_role_arn",
     "aws_role_session_name",
-    "topics",
-    "schema_registry",
-    "start_position",
-    "connection_id",
-    "epoch_max_records",
-    "epoch_max_bytes",
-    "epoch_max_ms",
+    "preset",
+    "namespace",
+    "connection_string_env",
     "fetch_max_bytes",
     "partition_max_bytes",
     "fetch_max_wait_ms",
@@ -459,6 +457,17 @@ const KNOWN_FIELDS: &[&str] = &[
     "retry_backoff_ms",
     "retry_backoff_max_ms",
     "retry_budget_ms",
+];
+
+/// The fields of a `sluice read` configuration besides [`CONNECTION_FIELDS`].
+const READ_FIELDS: &[&str] = &[
+    "topics",
+    "schema_registry",
+    "start_position",
+    "connection_id",
+    "epoch_max_records",
+    "epoch_max_bytes",
+    "epoch_max_ms",
     "on_malformed",
     "destination_dir",
     "destination",
@@ -468,9 +477,6 @@ const KNOWN_FIELDS: &[&str] = &[
     "group_instance_id",
     "group_session_timeout_ms",
     "group_heartbeat_interval_ms",
-    "preset",
-    "namespace",
-    "connection_string_env",
 ];
 
 impl Config {
@@ -888,7 +894,7 @@ fn expand_preset(
 
 fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError> {
     for name in fields.keys() {
-        if KNOWN_FIELDS.contains(&name.as_str()) {
+        if CONNECTION_FIELDS.contains(&name.as_str()) || READ_FIELDS.contains(&name.as_str()) {
             continue;
         }
         let message = match name.as_str() {
@@ -899,7 +905,7 @@ fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError>
             }
             _ => format!(
                 "unknown field `{name}`: remove it or fix its spelling; known fields are {}",
-                KNOWN_FIELDS.join(", ")
+                CONNECTION_FIELDS.iter().chain(READ_FIELDS).copied().collect::<Vec<_>>().join(", ")
             ),
         };
         return Err(ConfigError::invalid(name, message));

@@ -69,42 +69,6 @@ pub const COPIED_CONFIGS: &[&str] = &[
     "delete.retention.ms",
 ];
 
-/// The fields a `source` or `target` connection object takes: `sluice read`'s connection,
-/// network and fetch fields.
-const CONNECTION_FIELDS: &[&str] = &[
-    "brokers",
-    "client_id",
-    "tls_enabled",
-    "tls_ca_pem",
-    "tls_cert_pem",
-    "tls_key_pem",
-    "sasl_mechanism",
-    "sasl_username",
-    "sasl_password",
-    "sasl_oauth_token",
-    "sasl_allow_plaintext",
-    "sasl_oauthbearer_token_endpoint_url",
-    "sasl_oauthbearer_client_id",
-    "sasl_oauthbearer_client_secret",
-    "sasl_oauthbearer_scope",
-    "sasl_oauthbearer_extensions",
-    "sasl_oauthbearer_ca_pem",
-    "aws_region",
-    "aws_role_arn",
-    "aws_role_session_name",
-    "preset",
-    "namespace",
-    "connection_string_env",
-    "fetch_max_bytes",
-    "partition_max_bytes",
-    "fetch_max_wait_ms",
-    "request_timeout_ms",
-    "connect_timeout_ms",
-    "retry_backoff_ms",
-    "retry_backoff_max_ms",
-    "retry_budget_ms",
-];
-
 const MIRROR_FIELDS: &[&str] = &[
     "source",
     "target",
@@ -332,10 +296,13 @@ fn connection(
             ))
         }
     };
-    if let Some(unknown) = object.keys().find(|key| !CONNECTION_FIELDS.contains(&key.as_str())) {
+    if let Some(unknown) = object.keys().find(|key| !crate::config::CONNECTION_FIELDS.contains(&key.as_str())) {
         return Err(invalid(
             &format!("{side}.{unknown}"),
-            format!("`{side}.{unknown}` is not a connection field: `{side}` takes {}", CONNECTION_FIELDS.join(", ")),
+            format!(
+                "`{side}.{unknown}` is not a connection field: `{side}` takes {}",
+                crate::config::CONNECTION_FIELDS.join(", ")
+            ),
         ));
     }
     let text = serde_json::to_string(&Value::Object(object)).map_err(|error| invalid(side, error.to_string()))?;
