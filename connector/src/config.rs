@@ -1087,6 +1087,26 @@ pub fn is_valid_topic_name(name: &str) -> bool {
 /// The top-level fields, taken one by one so each is read once.
 struct Fields(Map<String, Value>);
 
+/// The group fields (`group_id`, `group_id_prefix`, `group_protocol`, `group_instance_id`,
+/// `group_session_timeout_ms`, `group_heartbeat_interval_ms`) taken out of `fields` and checked
+/// as `sluice read` checks them; `None` without a group.
+pub(crate) fn group_settings(fields: &mut Map<String, Value>) -> Result<Option<GroupSettings>, ConfigError> {
+    let mut taken = Fields(std::mem::take(fields));
+    let settings = taken.group();
+    *fields = taken.0;
+    settings
+}
+
+/// The names [`group_settings`] reads.
+pub(crate) const GROUP_FIELDS: &[&str] = &[
+    "group_id",
+    "group_id_prefix",
+    "group_protocol",
+    "group_instance_id",
+    "group_session_timeout_ms",
+    "group_heartbeat_interval_ms",
+];
+
 impl Fields {
     fn string(&mut self, name: &str) -> Result<Option<String>, ConfigError> {
         match self.0.remove(name) {

@@ -31,6 +31,7 @@ pub mod fault;
 pub mod json;
 pub mod metrics;
 pub mod mirror;
+pub mod mirror_group;
 pub mod offsets;
 pub mod read;
 pub mod registry;

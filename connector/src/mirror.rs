@@ -32,8 +32,9 @@
 //! start or while mirroring), or another target topic for a stored source topic fails the run
 //! with what to do, instead of mirroring from the wrong place.
 //!
-//! One process per job: the transactional id fences a second instance in `exactly_once`;
-//! sharing the partitions among workers waits for consumer groups to come to mirroring.
+//! Without `group_id`, one process per job: the transactional id fences a second instance in
+//! `exactly_once`. With it, continuous workers share the partitions through a consumer group
+//! ([`crate::mirror_group`]), with positions and transactional ids per partition.
 //!
 //! # References
 //! - KIP-618 (exactly-once support for source connectors), KIP-98 (transactions),
@@ -51,7 +52,7 @@ use sluice_wire::{
     ProduceRecord, Producer, ProducerConfig, TopicPartition,
 };
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, GroupSettings, GROUP_FIELDS};
 use crate::fault;
 use crate::json::parse_strict;
 use crate::offsets::{self, OffsetsError, DEFAULT_OFFSETS_TOPIC};
@@ -114,6 +115,9 @@ pub struct MirrorConfig {
     pub chunk_records: u64,
     pub chunk_ms: u64,
     pub compression: Compression,
+    /// Continuous workers sharing the source partitions through this consumer group
+    /// ([`crate::mirror_group`]); `None`: one process mirrors every partition.
+    pub group: Option<GroupSettings>,
 }
 
 fn invalid(field: &str, message: impl Into<String>) -> ConfigError {
@@ -134,16 +138,19 @@ impl MirrorConfig {
         let Value::Object(mut fields) = value else {
             return Err(invalid("", "the mirror configuration must be one JSON object"));
         };
-        if let Some(unknown) = fields.keys().find(|key| !MIRROR_FIELDS.contains(&key.as_str())) {
+        let known = |key: &str| MIRROR_FIELDS.contains(&key) || GROUP_FIELDS.contains(&key);
+        if let Some(unknown) = fields.keys().find(|key| !known(key)) {
             return Err(invalid(
                 unknown,
                 format!(
-                    "unknown field `{unknown}` in a mirror configuration: it takes {}; connection fields go inside \
-                     `source` and `target`",
-                    MIRROR_FIELDS.join(", ")
+                    "unknown field `{unknown}` in a mirror configuration: it takes {}, {}; connection fields go \
+                     inside `source` and `target`",
+                    MIRROR_FIELDS.join(", "),
+                    GROUP_FIELDS.join(", ")
                 ),
             ));
         }
+        let group = crate::config::group_settings(&mut fields)?;
         let source = connection(&mut fields, "source", &env_lookup)?;
         let target = connection(&mut fields, "target", &env_lookup)?;
         let topics = match (fields.remove("topics"), fields.remove("topic_pattern")) {
@@ -256,6 +263,7 @@ impl MirrorConfig {
             chunk_records,
             chunk_ms,
             compression,
+            group,
         })
     }
 
@@ -395,6 +403,13 @@ pub enum MirrorError {
     PositionTimeout { offsets_topic: String, partition: i32, reached: i64, end: i64 },
     /// The offsets topic exists and is not compacted.
     OffsetsTopicNotCompacted { offsets_topic: String, policy: String },
+    /// `group_id` with `--mode bounded`.
+    GroupBounded,
+    /// A one-process run of a job whose positions a group of workers keeps per partition.
+    GroupPositions { job_id: String, offsets_topic: String },
+    /// A group worker's producer of a partition was fenced, and the group still assigns the
+    /// partition to it.
+    FencedInGroup { partition: String, job_id: String },
 }
 
 impl fmt::Display for MirrorError {
@@ -455,6 +470,24 @@ impl fmt::Display for MirrorError {
                  (kafka-configs --alter --entity-type topics --entity-name {offsets_topic} --add-config \
                  cleanup.policy=compact) or set another `offsets_topic`"
             ),
+            MirrorError::GroupBounded => write!(
+                f,
+                "`group_id` is set and the mode is bounded: workers of a group mirror continuously \
+                 (`--mode continuous`); a bounded mirror is one process, without `group_id`"
+            ),
+            MirrorError::GroupPositions { job_id, offsets_topic } => write!(
+                f,
+                "job {job_id} was mirrored by a group of workers (`group_id`), which keep their positions per \
+                 partition in {offsets_topic}: run it with its `group_id` again, or give another `job_id` to \
+                 mirror from the beginning in one process"
+            ),
+            MirrorError::FencedInGroup { partition, job_id } => write!(
+                f,
+                "the transactional producer of {partition} (job {job_id}) was fenced, yet the consumer group still \
+                 assigns {partition} to this worker: a transaction timed out, or another process mirrors job \
+                 {job_id} outside the group. Restart this worker; if it happens again, look for a second mirror of \
+                 the same `job_id` without `group_id`"
+            ),
         }
     }
 }
@@ -483,25 +516,25 @@ impl From<OffsetsError> for MirrorError {
     }
 }
 
-fn client_error(doing: impl Into<String>) -> impl FnOnce(ClientError) -> MirrorError {
+pub(crate) fn client_error(doing: impl Into<String>) -> impl FnOnce(ClientError) -> MirrorError {
     let doing = doing.into();
     move |source| MirrorError::Client { doing, source: Box::new(source) }
 }
 
 /// The stored value: where the job is in every source partition, and what it was reading.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Positions {
-    version: u32,
-    source_cluster_id: String,
-    topics: BTreeMap<String, TopicPosition>,
+pub(crate) struct Positions {
+    pub(crate) version: u32,
+    pub(crate) source_cluster_id: String,
+    pub(crate) topics: BTreeMap<String, TopicPosition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct TopicPosition {
-    topic_id: String,
-    target: String,
+pub(crate) struct TopicPosition {
+    pub(crate) topic_id: String,
+    pub(crate) target: String,
     /// The next source offset to mirror, per partition (index = partition).
-    next_offsets: Vec<i64>,
+    pub(crate) next_offsets: Vec<i64>,
 }
 
 impl Positions {
@@ -511,7 +544,7 @@ impl Positions {
 
     /// `None` for anything that is not a version-1 value (bounded by serde_json: the record's
     /// size, recursion limit 128).
-    fn decode(bytes: &[u8]) -> Option<Positions> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Positions> {
         serde_json::from_slice::<Positions>(bytes).ok().filter(|positions| positions.version == 1)
     }
 }
@@ -522,13 +555,14 @@ pub fn position_key(job_id: &str) -> Vec<u8> {
 }
 
 /// One source topic being mirrored.
-struct Mirrored {
-    topic: String,
-    topic_id: sluice_wire::TopicId,
-    target: String,
-    partitions: i32,
+#[derive(Debug, Clone)]
+pub(crate) struct Mirrored {
+    pub(crate) topic: String,
+    pub(crate) topic_id: sluice_wire::TopicId,
+    pub(crate) target: String,
+    pub(crate) partitions: i32,
     /// The target has as many partitions: each record keeps its partition.
-    keep_partition: bool,
+    pub(crate) keep_partition: bool,
 }
 
 /// Runs `sluice mirror`. `progress` is called after each committed chunk.
@@ -540,6 +574,9 @@ pub async fn mirror(
 ) -> Result<MirrorSummary, MirrorError> {
     let exactly_once = config.commit_mode == CommitMode::ExactlyOnce;
     let job_id = config.job_id();
+    if config.group.is_some() && mode == MirrorMode::Bounded {
+        return Err(MirrorError::GroupBounded);
+    }
     let source = read::connect(&config.source)
         .await
         .map_err(|e| MirrorError::Connect { side: "source", source: Box::new(e) })?;
@@ -618,6 +655,19 @@ pub async fn mirror(
     let key = position_key(&job_id);
     let offsets_partition =
         offsets::ensure_offsets_topic(&target, &config.offsets_topic, &key, "another `offsets_topic`").await?;
+    if let Some(group) = &config.group {
+        let plan = crate::mirror_group::Plan {
+            job_id,
+            source,
+            target,
+            source_cluster,
+            mirrored,
+            topic_ids,
+            offsets_partition,
+            summary,
+        };
+        return crate::mirror_group::run(config, group, plan, stop, progress).await;
+    }
     let mut producer_config = ProducerConfig::default().with_compression(config.compression);
     if exactly_once {
         producer_config = producer_config.with_transactional_id(job_id.clone());
@@ -628,8 +678,17 @@ pub async fn mirror(
         producer.init_transactions().await.map_err(client_error(format!("init_transactions for job {job_id}")))?;
     }
 
-    // Stored positions, checked against the source as it is now.
-    let stored = match offsets::load_latest(&target, &offsets_partition, &key).await? {
+    // Stored positions, checked against the source as it is now. A group's workers keep theirs
+    // per partition, on the same partition of the offsets topic.
+    let group_prefix = crate::mirror_group::partition_key_prefix(&job_id);
+    let mut found = offsets::load_latest_matching(&target, &offsets_partition, |candidate| {
+        candidate == key.as_slice() || candidate.starts_with(&group_prefix)
+    })
+    .await?;
+    if found.iter().any(|(candidate, (value, _))| candidate.starts_with(&group_prefix) && value.is_some()) {
+        return Err(MirrorError::GroupPositions { job_id, offsets_topic: offsets_partition.topic.clone() });
+    }
+    let stored = match found.remove(&key) {
         None | Some((None, _)) => None,
         Some((Some(value), offset)) => Some(Positions::decode(&value).ok_or_else(|| MirrorError::BadPosition {
             offsets_topic: offsets_partition.topic.clone(),
@@ -782,20 +841,7 @@ pub async fn mirror(
                         in_transaction = true;
                     }
                     for record in &batch.records {
-                        let mut copy = ProduceRecord::new(record.key.as_deref(), record.value.as_deref())
-                            .with_timestamp(record.timestamp);
-                        // Header keys are strings on the Java client (and in `ProduceRecord`); a
-                        // key that is not UTF-8 could not have been written by it.
-                        copy.headers = record
-                            .headers
-                            .iter()
-                            .map(|header| {
-                                (
-                                    String::from_utf8_lossy(&header.key).into_owned(),
-                                    header.value.as_ref().map(|value| value.to_vec()),
-                                )
-                            })
-                            .collect();
+                        let copy = copy_of(record);
                         let delivery = if m.keep_partition {
                             producer.send_to(&TopicPartition::new(m.target.clone(), tp.partition), copy).await?
                         } else {
@@ -883,9 +929,24 @@ pub async fn mirror(
     Ok(summary)
 }
 
+/// The target's copy of a source record: key, value, headers and timestamp unchanged.
+pub(crate) fn copy_of(record: &sluice_wire::Record) -> ProduceRecord {
+    let mut copy = ProduceRecord::new(record.key.as_deref(), record.value.as_deref()).with_timestamp(record.timestamp);
+    // Header keys are strings on the Java client (and in `ProduceRecord`); a key that is not
+    // UTF-8 could not have been written by it.
+    copy.headers = record
+        .headers
+        .iter()
+        .map(|header| {
+            (String::from_utf8_lossy(&header.key).into_owned(), header.value.as_ref().map(|value| value.to_vec()))
+        })
+        .collect();
+    copy
+}
+
 /// Fails when a source topic has another id than the one the run started with (deleted and
 /// created again). A topic missing for now is left to the fetches (they retry, then fail).
-async fn check_identities(
+pub(crate) async fn check_identities(
     source: &Client,
     topic_ids: &BTreeMap<String, sluice_wire::TopicId>,
     job_id: &str,
@@ -991,6 +1052,35 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.field(), Some("target_topic"));
+    }
+
+    #[test]
+    fn group_fields_are_read_as_sluice_read_reads_them() {
+        let env = |_: &str| None;
+        let parse = |extra: &str| {
+            MirrorConfig::from_json_str(
+                &format!(r#"{{"source":{{"brokers":["a:1"]}},"target":{{"brokers":["b:1"]}},"topics":["o"]{extra}}}"#),
+                env,
+            )
+        };
+        assert!(parse("").unwrap().group.is_none());
+        let group = parse(r#","group_id":"mirrors","group_protocol":"classic","group_session_timeout_ms":6000"#)
+            .unwrap()
+            .group
+            .expect("a group");
+        assert_eq!(group.protocol, crate::config::GroupProtocolSetting::Classic);
+        assert_eq!(group.session_timeout_ms, 6000);
+        let error = parse(r#","group_protocol":"consumer""#).unwrap_err();
+        assert_eq!(error.field(), Some("group_protocol"), "a group setting without a group: {error}");
+        let error = parse(r#","group_id":"g","group_heartbeat_interval_ms":60000"#).unwrap_err();
+        assert_eq!(error.field(), Some("group_heartbeat_interval_ms"));
+        // Inside a connection they are not connection fields.
+        let error = MirrorConfig::from_json_str(
+            r#"{"source":{"brokers":["a:1"],"group_id":"g"},"target":{"brokers":["b:1"]},"topics":["o"]}"#,
+            env,
+        )
+        .unwrap_err();
+        assert_eq!(error.field(), Some("source.group_id"));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! # References
 //! - KIP-618 (exactly-once support for source connectors), KIP-98 (transactions).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -114,7 +115,18 @@ pub async fn ensure_offsets_topic(
 /// `delete` alone, retention removes positions, and exactly once is then lost at the next
 /// restart. Without the right to describe its configuration (an ACL), a warning says so.
 async fn check_compacted(client: &Client, topic: &str) -> Result<(), OffsetsError> {
-    let config = match client.describe_topic_config(topic, &["cleanup.policy"]).await {
+    // A topic just created (here, or by another worker starting at the same moment) is not yet
+    // in every broker's metadata: the one asked may answer UNKNOWN_TOPIC_OR_PARTITION for a while.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let described = loop {
+        match client.describe_topic_config(topic, &["cleanup.policy"]).await {
+            Err(error) if error.code() == Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => break other,
+        }
+    };
+    let config = match described {
         Ok(config) => config,
         Err(error) if error.code().is_some_and(ErrorCode::is_authorization) => {
             tracing::warn!(
@@ -140,6 +152,16 @@ pub async fn load_latest(
     partition: &TopicPartition,
     key: &[u8],
 ) -> Result<Option<(Option<Bytes>, i64)>, OffsetsError> {
+    Ok(load_latest_matching(client, partition, |candidate| candidate == key).await?.remove(key))
+}
+
+/// Like [`load_latest`] for every key that `wanted` accepts, in one pass over the partition:
+/// the last committed value (`None` for a tombstone) and offset of each.
+pub async fn load_latest_matching(
+    client: &Client,
+    partition: &TopicPartition,
+    wanted: impl Fn(&[u8]) -> bool,
+) -> Result<BTreeMap<Vec<u8>, (Option<Bytes>, i64)>, OffsetsError> {
     let reading = || client_error(format!("reading {}-{}", partition.topic, partition.partition));
     let offsets = |spec| async move {
         let listed = client.list_offsets(std::slice::from_ref(partition), spec, IsolationLevel::ReadUncommitted).await;
@@ -151,7 +173,7 @@ pub async fn load_latest(
         Consumer::new(client.clone(), FetchConfig::default().with_isolation(IsolationLevel::ReadCommitted));
     consumer.assign(partition.clone(), start);
     let deadline = Instant::now() + LOAD_TIMEOUT;
-    let mut found = None;
+    let mut found = BTreeMap::new();
     let mut reached = start;
     while reached < end {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -167,8 +189,10 @@ pub async fn load_latest(
             }
         };
         for batch in batches {
-            for record in batch.records.iter().filter(|record| record.key.as_deref() == Some(key)) {
-                found = Some((record.value.clone(), record.offset));
+            for record in &batch.records {
+                if let Some(key) = record.key.as_deref().filter(|key| wanted(key)) {
+                    found.insert(key.to_vec(), (record.value.clone(), record.offset));
+                }
             }
             reached = reached.max(batch.next_offset);
         }

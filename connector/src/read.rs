@@ -73,7 +73,7 @@ use crate::registry::avro_rows::AvroRowDecoder;
 use crate::registry::client::{RegistryClient, RegistryError, RegistrySettings};
 use crate::registry::json_schema_rows::JsonSchemaRowDecoder;
 
-mod group;
+pub(crate) mod group;
 use crate::metrics::{GroupEvent, Metrics};
 use crate::row_lines::RowLines;
 use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};

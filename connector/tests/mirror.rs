@@ -9,8 +9,9 @@
 //!   and `kill -9`ed at random moments (`SLUICE_MIRROR_KILLS`, default 20); afterwards each
 //!   target partition holds exactly the source partition's committed records, in order, with
 //!   the same keys, values, headers and timestamps (0 lost, 0 duplicated, 0 aborted copied).
-//! * exactly_once while the leader of a target partition is `kill -9`ed and restarted: the same
-//!   equality, and the mirror rides the fault out without exiting.
+//! * exactly_once while the leader of a target partition, or the target's active controller, is
+//!   `kill -9`ed and restarted: the same equality, and the mirror rides the fault out without
+//!   exiting.
 //! * at_least_once: a run without a crash copies each record once; `kill -9` at random moments
 //!   loses nothing and keeps the order of first occurrences (duplicates allowed).
 //!
@@ -397,8 +398,27 @@ impl Drop for RestartOnDrop {
     }
 }
 
+/// The target cluster node killed during an exactly-once mirror.
+#[derive(Clone, Copy, Debug)]
+enum Victim {
+    /// The leader of the target topic's partition 0 (in a fresh topic, a third of the writes).
+    Leader,
+    /// The metadata quorum's leader (the cluster's nodes are combined broker + controller, so
+    /// it leads partitions too): a new controller is elected while the mirror writes.
+    Controller,
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_through_a_target_leader_kill() {
+    exactly_once_through_a_target_node_kill(Victim::Leader).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_through_a_target_controller_kill() {
+    exactly_once_through_a_target_node_kill(Victim::Controller).await;
+}
+
+async fn exactly_once_through_a_target_node_kill(victim: Victim) {
     let Some(source) = sluice_tests::client().await else { return };
     let Some(target) = sluice_tests::cluster_client().await else { return };
     let _cluster = CLUSTER.lock().await;
@@ -418,8 +438,17 @@ async fn exactly_once_through_a_target_leader_kill() {
     let waiter = tokio::task::spawn_blocking(move || wait_run(child, Duration::from_secs(240), &"sluice mirror"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     let _restart = RestartOnDrop;
-    let node = *leaders(&target, &target_topic, 3).await.get(&0).expect("partition 0 has a leader");
-    eprintln!("killing target node {node}, the leader of {target_topic}-0");
+    let node: i32 = match victim {
+        Victim::Leader => *leaders(&target, &target_topic, 3).await.get(&0).expect("partition 0 has a leader"),
+        Victim::Controller => {
+            let id = sluice_tests::run_java("QuorumLeader", &[&cluster_address()]);
+            id.trim().parse().unwrap_or_else(|_| panic!("the quorum leader's id, got {id:?}"))
+        }
+    };
+    eprintln!(
+        "killing target node {node} ({victim:?}; partition leaders {:?})",
+        leaders(&target, &target_topic, 3).await
+    );
     broker_script(&["kill-node", &node.to_string(), "KILL"]);
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(!waiter.is_finished(), "the mirror rides the fault out");
@@ -436,7 +465,7 @@ async fn exactly_once_through_a_target_leader_kill() {
     let (want, got) = views(&topic, &target_topic);
     let (lost, duplicated, ordered) = exactness(&want, &got);
     eprintln!(
-        "RELIABILITY mirror exactly_once target leader kill: node={node} records={} sent={sent} lost={lost} \
+        "RELIABILITY mirror exactly_once target {victim:?} kill: node={node} records={} sent={sent} lost={lost} \
          dup={duplicated} ordered={ordered}",
         want.values().map(Vec::len).sum::<usize>()
     );
@@ -582,4 +611,290 @@ async fn a_missing_target_topic_is_created_like_the_source_under_the_rename_rule
     let (want, got) = views(&topic, &copy);
     assert_eq!(got, want, "each record in its partition, keys, headers and timestamps kept");
     assert_eq!(got.values().map(Vec::len).sum::<usize>(), 20);
+}
+
+/// `kill -<signal> pid`.
+fn signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().expect("kill");
+    assert!(sent.success(), "kill -{signal} {pid}");
+}
+
+/// A group worker: `sluice mirror --mode continuous` with `group_id`, its output collected on
+/// a thread once it exits.
+struct GroupWorker {
+    pid: u32,
+    waiter: std::thread::JoinHandle<Run>,
+}
+
+impl GroupWorker {
+    fn start(config: &Path, env: &[(&str, &str)]) -> GroupWorker {
+        let child = spawn_mirror(config, "continuous", env);
+        let pid = child.id();
+        let waiter = std::thread::spawn(move || wait_run(child, Duration::from_secs(300), &"sluice mirror worker"));
+        GroupWorker { pid, waiter }
+    }
+
+    /// SIGTERM, and the run's output once it exited.
+    fn stop(self) -> Run {
+        self.signal("TERM")
+    }
+
+    fn kill(self) -> Run {
+        self.signal("KILL")
+    }
+
+    /// Signals the worker and waits for its end; a worker that had ended by itself fails the
+    /// test with its output.
+    fn signal(self, signal: &str) -> Run {
+        let sent = Command::new("kill").args([&format!("-{signal}"), &self.pid.to_string()]).status().expect("kill");
+        let run = self.waiter.join().expect("worker thread");
+        assert!(sent.success(), "the worker had exited before SIGTERM/SIGKILL ({:?}):\n{}", run.code(), run.stderr);
+        run
+    }
+}
+
+/// The next source offset of each partition of `topic` that the group workers of `job` have
+/// committed into `offsets_topic` on the target (read_committed, to its end).
+async fn group_positions(target: &Client, offsets_topic: &str, job: &str, topic: &str) -> BTreeMap<i32, i64> {
+    let partition = TopicPartition::new(offsets_topic, 0);
+    let Ok(listed) = target
+        .list_offsets(
+            std::slice::from_ref(&partition),
+            sluice_wire::OffsetSpec::Latest,
+            sluice_wire::IsolationLevel::ReadCommitted,
+        )
+        .await
+    else {
+        return BTreeMap::new();
+    };
+    let end = listed.get(&partition).map_or(0, |o| o.offset);
+    let mut consumer = sluice_wire::Consumer::new(
+        target.clone(),
+        sluice_wire::FetchConfig::default().with_isolation(sluice_wire::IsolationLevel::ReadCommitted),
+    );
+    consumer.assign(partition, 0);
+    let prefix = format!(r#"sluice-mirror-partition:["{job}","{topic}","#);
+    let mut positions = BTreeMap::new();
+    let mut reached = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reached < end && Instant::now() < deadline {
+        let Ok(Ok(batches)) = tokio::time::timeout(Duration::from_secs(5), consumer.poll()).await else { continue };
+        for batch in batches {
+            reached = reached.max(batch.next_offset);
+            for record in &batch.records {
+                let Some(key) = record.key.as_deref().and_then(|key| std::str::from_utf8(key).ok()) else { continue };
+                let Some(partition) = key.strip_prefix(&prefix).and_then(|rest| rest.strip_suffix(']')) else {
+                    continue;
+                };
+                let value: Value =
+                    serde_json::from_slice(record.value.as_deref().unwrap_or_default()).expect("position");
+                positions.insert(partition.parse().expect("partition"), value["next_offset"].as_i64().expect("next"));
+            }
+        }
+    }
+    positions
+}
+
+/// Waits until the workers' positions reach the source's last stable offsets.
+async fn wait_mirrored(source: &Client, target: &Client, offsets_topic: &str, job: &str, topic: &str, partitions: i32) {
+    let tps: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
+    let ends = source
+        .list_offsets(&tps, sluice_wire::OffsetSpec::Latest, sluice_wire::IsolationLevel::ReadCommitted)
+        .await
+        .expect("source ends");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let positions = group_positions(target, offsets_topic, job, topic).await;
+        let behind: Vec<_> = tps
+            .iter()
+            .filter(|tp| positions.get(&tp.partition).copied().unwrap_or(-1) < ends.get(*tp).map_or(0, |o| o.offset))
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the group has not mirrored {behind:?} after 90 s: {positions:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The group tests' session timeout: the test broker allows 6 s (its
+/// `group.*.min.session.timeout.ms` are lowered).
+const SESSION_MS: u64 = 6000;
+
+fn group_fields(topic: &str, mode: &str) -> Value {
+    json!({"topics": [topic], "target_topic": "grp.{topic}", "commit_mode": mode, "create_topics": true,
+           "job_id": format!("job-{topic}"), "offsets_topic": format!("offsets-{topic}"),
+           "group_id": format!("mirror-{topic}"), "group_session_timeout_ms": SESSION_MS,
+           "group_heartbeat_interval_ms": 500})
+}
+
+/// Workers of one group (`group_id`) share the source's partitions, exactly once, while the
+/// source takes transactions: a worker `kill -9`ed and one SIGTERMed (each replaced), a zombie
+/// (stopped between a chunk's position and its commit, past the session timeout, its
+/// partitions taken over and their producers fenced, then SIGCONT: its commit must be
+/// refused), and one worker at a time aborted at each fault point. Afterwards the target
+/// equals the source's committed records exactly, in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_workers_share_the_source_through_a_group() {
+    let Some(source) = sluice_tests::client().await else { return };
+    let Some(target) = sluice_tests::cluster_client().await else { return };
+    let _cluster = CLUSTER.lock().await;
+    let topic = create_topic(&source, "mirror-group", 6, 1).await;
+    let dir = temp_dir("mirror-group");
+    let config = mirror_config(&dir, group_fields(&topic, "exactly_once"));
+    let writer = Writer::start(&source, &topic, 6, 12, Duration::from_millis(10)).await;
+    writer.wait_committed(60).await;
+    let pause = || tokio::time::sleep(Duration::from_secs(3));
+
+    // A fault point in a lone worker, then the next one starts (and waits out the dead
+    // member's session).
+    for point in POINTS {
+        let worker = GroupWorker::start(&config, &[("SLUICE_FAULT_POINT", point)]);
+        let run = tokio::task::spawn_blocking(move || worker.waiter.join().expect("worker thread")).await.unwrap();
+        assert_eq!(run.code(), None, "{point}: the worker aborts there:\n{}", run.stderr);
+    }
+
+    let mut workers: Vec<GroupWorker> = (0..3).map(|_| GroupWorker::start(&config, &[])).collect();
+    pause().await;
+    let killed = workers.remove(0).kill();
+    assert_eq!(killed.code(), None);
+    workers.push(GroupWorker::start(&config, &[]));
+    pause().await;
+    let stopped = workers.remove(0).stop();
+    stopped.assert_success();
+    workers.push(GroupWorker::start(&config, &[]));
+    pause().await;
+
+    // The zombie: a fourth worker that stops itself (SIGSTOP) once a chunk's position is sent
+    // and not yet committed, stays stopped past its session timeout, so that the others take
+    // its partitions and fence their producers, and then goes on (SIGCONT) with the commit.
+    let zombie = GroupWorker::start(&config, &[("SLUICE_FAULT_POINT", "mirror.position.sent:5:stop")]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !common::is_stopped(zombie.pid) {
+        assert!(Instant::now() < deadline, "the zombie never reached its fifth position");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(SESSION_MS + 4000)).await;
+    signal(zombie.pid, "CONT");
+    pause().await;
+    workers.push(zombie);
+
+    let (sent, aborted) = writer.finish().await;
+    wait_mirrored(&source, &target, &format!("offsets-{topic}"), &format!("job-{topic}"), &topic, 6).await;
+    let runs: Vec<Run> =
+        tokio::task::spawn_blocking(move || workers.into_iter().map(GroupWorker::stop).collect()).await.unwrap();
+    for run in &runs {
+        run.assert_success();
+    }
+    let (want, got) = views(&topic, &format!("grp.{topic}"));
+    let (lost, duplicated, ordered) = exactness(&want, &got);
+    eprintln!(
+        "RELIABILITY mirror exactly_once group: records={} sent={sent} aborted_txns={aborted} lost={lost} \
+         dup={duplicated} ordered={ordered}",
+        want.values().map(Vec::len).sum::<usize>()
+    );
+    let zombie = runs.last().expect("the zombie's run");
+    for line in zombie.stderr.lines().filter(|line| line.contains("lost") || line.contains("another worker")) {
+        eprintln!("zombie: {line}");
+    }
+    assert!(
+        zombie.stderr.contains("belongs to another worker now"),
+        "the zombie's commit after SIGCONT was refused as fenced:\n{}",
+        zombie.stderr
+    );
+    assert_eq!((lost, duplicated, ordered), (0, 0, true));
+    assert_eq!(got, want);
+}
+
+/// at_least_once workers of a group: one `kill -9`ed and replaced while the source takes
+/// transactions; nothing lost, first occurrences in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn at_least_once_workers_of_a_group_lose_nothing() {
+    let Some(source) = sluice_tests::client().await else { return };
+    let Some(target) = sluice_tests::cluster_client().await else { return };
+    let _cluster = CLUSTER.lock().await;
+    let topic = create_topic(&source, "mirror-group-alo", 4, 1).await;
+    let dir = temp_dir("mirror-group-alo");
+    let config = mirror_config(&dir, group_fields(&topic, "at_least_once"));
+    let writer = Writer::start(&source, &topic, 4, 10, Duration::from_millis(10)).await;
+    writer.wait_committed(40).await;
+    let mut workers: Vec<GroupWorker> = (0..2).map(|_| GroupWorker::start(&config, &[])).collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(workers.remove(0).kill().code(), None);
+    workers.push(GroupWorker::start(&config, &[]));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    writer.finish().await;
+    wait_mirrored(&source, &target, &format!("offsets-{topic}"), &format!("job-{topic}"), &topic, 4).await;
+    let runs: Vec<Run> =
+        tokio::task::spawn_blocking(move || workers.into_iter().map(GroupWorker::stop).collect()).await.unwrap();
+    for run in &runs {
+        run.assert_success();
+    }
+    let (want, got) = views(&topic, &format!("grp.{topic}"));
+    let (lost, duplicated, ordered) = exactness(&want, &got);
+    eprintln!(
+        "RELIABILITY mirror at_least_once group kill -9: records={} lost={lost} dup={duplicated} ordered={ordered}",
+        want.values().map(Vec::len).sum::<usize>()
+    );
+    assert_eq!((lost, ordered), (0, true));
+
+    // The job's positions are per partition now: a bounded run (with or without the group) is
+    // refused, saying what to do.
+    let bounded = mirror_bounded(&config, &[]).await;
+    bounded.assert_code(1);
+    assert!(bounded.stderr.contains("workers of a group mirror continuously"), "{}", bounded.stderr);
+    let mut alone = group_fields(&topic, "at_least_once");
+    alone.as_object_mut().unwrap().retain(|key, _| !key.starts_with("group_"));
+    let alone = mirror_config(&temp_dir("mirror-group-alone"), alone);
+    let refused = mirror_bounded(&alone, &[]).await;
+    refused.assert_code(1);
+    assert!(
+        refused.stderr.contains(&format!("job job-{topic} was mirrored by a group of workers (`group_id`)")),
+        "{}",
+        refused.stderr
+    );
+}
+
+/// A group worker whose producer of a partition is fenced by a process outside the group (the
+/// test's own producer under the partition's transactional id) while the group still assigns
+/// it that partition: the worker drops the partition at once (its open chunk aborted by the
+/// fence), and two session timeouts later ends with an error that says what happened.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_partition_producer_fenced_outside_the_group_ends_the_worker_loudly() {
+    let Some(source) = sluice_tests::client().await else { return };
+    let Some(target) = sluice_tests::cluster_client().await else { return };
+    let _cluster = CLUSTER.lock().await;
+    let topic = create_topic(&source, "mirror-group-fence", 2, 1).await;
+    let dir = temp_dir("mirror-group-fence");
+    let config = mirror_config(&dir, group_fields(&topic, "exactly_once"));
+    let writer = Writer::start(&source, &topic, 2, 10, Duration::from_millis(10)).await;
+    writer.wait_committed(20).await;
+    let worker = GroupWorker::start(&config, &[]);
+    wait_mirrored_some(&target, &format!("offsets-{topic}"), &format!("job-{topic}"), &topic, 2).await;
+    let intruder = Producer::new(
+        target.clone(),
+        ProducerConfig::default().with_transactional_id(format!("job-{topic}/{topic}/0")),
+    )
+    .await
+    .expect("intruder");
+    intruder.init_transactions().await.expect("the intruder fences the worker's producer of partition 0");
+    let run = tokio::task::spawn_blocking(move || worker.waiter.join().expect("worker thread")).await.unwrap();
+    writer.finish().await;
+    run.assert_code(1);
+    assert!(run.stderr.contains(&format!("{topic}-0 belongs to another worker now")), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("the transactional producer of {topic}-0 (job job-{topic}) was fenced, yet the consumer group still assigns")),
+        "{}",
+        run.stderr
+    );
+    intruder.close(Duration::from_secs(5)).await.expect("close");
+}
+
+/// Waits until the workers have committed a position for each of the `partitions`.
+async fn wait_mirrored_some(target: &Client, offsets_topic: &str, job: &str, topic: &str, partitions: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while group_positions(target, offsets_topic, job, topic).await.len() < partitions {
+        assert!(Instant::now() < deadline, "no position of every partition after 60 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

@@ -133,7 +133,7 @@ impl GroupSource {
 
 /// A name for this process as a partition owner: host, process id and a random part, so that a
 /// restarted worker with the same pid is still another owner.
-fn worker_id() -> String {
+pub(crate) fn worker_id() -> String {
     let host = std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|name| name.trim().to_string())
@@ -144,7 +144,7 @@ fn worker_id() -> String {
     format!("{host}-{}-{nanos:08x}", std::process::id())
 }
 
-fn group_config(settings: &GroupSettings, connection_id: &str) -> GroupConfig {
+pub(crate) fn group_config(settings: &GroupSettings, connection_id: &str) -> GroupConfig {
     let protocol = match settings.protocol {
         GroupProtocolSetting::Auto => GroupProtocol::Auto,
         GroupProtocolSetting::Classic => GroupProtocol::Classic,
