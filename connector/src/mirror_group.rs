@@ -329,37 +329,26 @@ impl Worker<'_> {
     ) -> Result<(), MirrorError> {
         let mut committed = BTreeMap::new();
         if self.exactly_once {
-            let chosen: Vec<TopicPartition> =
-                self.owned.keys().filter(|tp| which.is_none_or(|which| which.contains(tp))).cloned().collect();
-            for tp in chosen {
-                let Some(state) = self.owned.get_mut(&tp) else { continue };
-                if state.pending == state.next && !state.in_transaction {
-                    continue;
-                }
-                let Some(producer) = state.producer.as_ref() else { continue };
-                let m = &state.mirrored;
-                let key = partition_key(&self.job_id, &tp);
-                let value = position_value(&self.source_cluster, m, state.pending);
-                let offsets_partition = &self.offsets_partition;
-                let result: Result<(), ClientError> = async {
-                    // The positions move even when only markers or aborted records were passed.
-                    if !state.in_transaction {
-                        producer.begin_transaction().await?;
-                        state.in_transaction = true;
-                    }
-                    fault::point("mirror.records.sent");
-                    // The commit answers for it, as for the records.
-                    let _position =
-                        producer.send_to(offsets_partition, ProduceRecord::new(Some(&key), Some(&value))).await?;
-                    fault::point("mirror.position.sent");
-                    producer.commit_transaction().await?;
-                    state.in_transaction = false;
-                    Ok(())
-                }
-                .await;
+            // The partitions' transactions are independent: committed concurrently, so that a
+            // worker's chunk costs about one commit round trip, not one per partition.
+            let (job_id, cluster, offsets_partition) = (&self.job_id, &self.source_cluster, &self.offsets_partition);
+            let commits = self
+                .owned
+                .iter_mut()
+                .filter(|(tp, state)| {
+                    which.is_none_or(|which| which.contains(tp))
+                        && (state.pending != state.next || state.in_transaction)
+                })
+                .map(|(tp, state)| async move {
+                    let result = commit_partition(state, &partition_key(job_id, tp), cluster, offsets_partition).await;
+                    (tp.clone(), result)
+                });
+            let results = futures_util::future::join_all(commits).await;
+            for (tp, result) in results {
                 match result {
                     Ok(()) => {
                         fault::point("mirror.committed");
+                        let Some(state) = self.owned.get_mut(&tp) else { continue };
                         state.next = state.pending;
                         state.failures_in_a_row = 0;
                         self.summary.records += std::mem::take(&mut state.records);
@@ -498,14 +487,22 @@ impl Worker<'_> {
     /// Takes newly assigned partitions: fences their earlier owners (`exactly_once`), reads
     /// their positions, and starts fetching them there.
     async fn assigned(&mut self, partitions: Vec<TopicPartition>) -> Result<(), MirrorError> {
+        let wanted: Vec<(TopicPartition, Mirrored)> = partitions
+            .into_iter()
+            .filter_map(|tp| Some((tp.clone(), self.mirrored.iter().find(|m| m.topic == tp.topic).cloned()?)))
+            .collect();
+        // The fences (one init_transactions each) concurrently.
+        let (config, target, job_id, exactly_once) = (self.config, &self.target, &self.job_id, self.exactly_once);
+        let producers = futures_util::future::join_all(wanted.iter().map(|(tp, _)| async move {
+            match exactly_once {
+                true => transactional_producer(config, target, job_id, tp).await.map(Some),
+                false => Ok(None),
+            }
+        }))
+        .await;
         let mut taken = Vec::new();
-        for tp in partitions {
-            let Some(mirrored) = self.mirrored.iter().find(|m| m.topic == tp.topic).cloned() else { continue };
-            let producer = match self.exactly_once {
-                true => Some(transactional_producer(self.config, &self.target, &self.job_id, &tp).await?),
-                false => None,
-            };
-            taken.push((tp, mirrored, producer));
+        for ((tp, mirrored), producer) in wanted.into_iter().zip(producers) {
+            taken.push((tp, mirrored, producer?));
         }
         if taken.is_empty() {
             return Ok(());
@@ -658,6 +655,30 @@ impl Worker<'_> {
         }
         Ok(())
     }
+}
+
+/// One partition's chunk, exactly once: its position after the records already sent, and the
+/// commit of both.
+async fn commit_partition(
+    state: &mut Owned,
+    key: &[u8],
+    source_cluster: &str,
+    offsets_partition: &TopicPartition,
+) -> Result<(), ClientError> {
+    let Some(producer) = state.producer.as_ref() else { return Ok(()) };
+    let value = position_value(source_cluster, &state.mirrored, state.pending);
+    // The positions move even when only markers or aborted records were passed.
+    if !state.in_transaction {
+        producer.begin_transaction().await?;
+        state.in_transaction = true;
+    }
+    fault::point("mirror.records.sent");
+    // The commit answers for it, as for the records.
+    let _position = producer.send_to(offsets_partition, ProduceRecord::new(Some(key), Some(&value))).await?;
+    fault::point("mirror.position.sent");
+    producer.commit_transaction().await?;
+    state.in_transaction = false;
+    Ok(())
 }
 
 /// A partition key's value.
