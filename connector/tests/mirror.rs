@@ -567,12 +567,15 @@ async fn a_missing_target_topic_is_created_like_the_source_under_the_rename_rule
         NewTopic::new(topic.clone(), 5, 1).config("retention.ms", "123456789").config("max.message.bytes", "200000");
     source.create_topic(&new).await.expect("create source");
     wait_for_leaders(&source, &topic, 5).await;
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     for partition in 0..5 {
         let records: Vec<ProduceRecord> = (0..4)
             .map(|i| {
                 ProduceRecord::new(None, Some(format!("p{partition}-{i}").as_bytes()))
                     .with_header("h", Some(b"v"))
-                    .with_timestamp(1_500_000_000_000 + i)
+                    // Recent: the topic's retention.ms (34 h) would delete records of 2017 at
+                    // the broker's next retention check, before the views are read.
+                    .with_timestamp(now_ms - 60_000 + i)
             })
             .collect();
         common::produce(&source, &topic, partition, &records).await;
