@@ -626,7 +626,16 @@ fn signal(pid: u32, signal: &str) {
 /// a thread once it exits.
 struct GroupWorker {
     pid: u32,
-    waiter: std::thread::JoinHandle<Run>,
+    waiter: Option<std::thread::JoinHandle<Run>>,
+}
+
+/// A test that fails midway leaves no worker running: it is killed.
+impl Drop for GroupWorker {
+    fn drop(&mut self) {
+        if self.waiter.as_ref().is_some_and(|waiter| !waiter.is_finished()) {
+            let _ = Command::new("kill").args(["-KILL", &self.pid.to_string()]).status();
+        }
+    }
 }
 
 impl GroupWorker {
@@ -634,7 +643,7 @@ impl GroupWorker {
         let child = spawn_mirror(config, "continuous", env);
         let pid = child.id();
         let waiter = std::thread::spawn(move || wait_run(child, Duration::from_secs(300), &"sluice mirror worker"));
-        GroupWorker { pid, waiter }
+        GroupWorker { pid, waiter: Some(waiter) }
     }
 
     /// SIGTERM, and the run's output once it exited.
@@ -646,11 +655,16 @@ impl GroupWorker {
         self.signal("KILL")
     }
 
+    /// Waits for the worker's end.
+    fn join(mut self) -> Run {
+        self.waiter.take().expect("joined once").join().expect("worker thread")
+    }
+
     /// Signals the worker and waits for its end; a worker that had ended by itself fails the
     /// test with its output.
     fn signal(self, signal: &str) -> Run {
         let sent = Command::new("kill").args([&format!("-{signal}"), &self.pid.to_string()]).status().expect("kill");
-        let run = self.waiter.join().expect("worker thread");
+        let run = self.join();
         assert!(sent.success(), "the worker had exited before SIGTERM/SIGKILL ({:?}):\n{}", run.code(), run.stderr);
         run
     }
@@ -753,7 +767,7 @@ async fn exactly_once_workers_share_the_source_through_a_group() {
     // member's session).
     for point in POINTS {
         let worker = GroupWorker::start(&config, &[("SLUICE_FAULT_POINT", point)]);
-        let run = tokio::task::spawn_blocking(move || worker.waiter.join().expect("worker thread")).await.unwrap();
+        let run = tokio::task::spawn_blocking(move || worker.join()).await.unwrap();
         assert_eq!(run.code(), None, "{point}: the worker aborts there:\n{}", run.stderr);
     }
 
@@ -881,7 +895,7 @@ async fn a_partition_producer_fenced_outside_the_group_ends_the_worker_loudly() 
     .await
     .expect("intruder");
     intruder.init_transactions().await.expect("the intruder fences the worker's producer of partition 0");
-    let run = tokio::task::spawn_blocking(move || worker.waiter.join().expect("worker thread")).await.unwrap();
+    let run = tokio::task::spawn_blocking(move || worker.join()).await.unwrap();
     writer.finish().await;
     run.assert_code(1);
     assert!(run.stderr.contains(&format!("{topic}-0 belongs to another worker now")), "{}", run.stderr);
