@@ -471,12 +471,6 @@ const READ_FIELDS: &[&str] = &[
     "on_malformed",
     "destination_dir",
     "destination",
-    "group_id",
-    "group_id_prefix",
-    "group_protocol",
-    "group_instance_id",
-    "group_session_timeout_ms",
-    "group_heartbeat_interval_ms",
 ];
 
 impl Config {
@@ -894,7 +888,8 @@ fn expand_preset(
 
 fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError> {
     for name in fields.keys() {
-        if CONNECTION_FIELDS.contains(&name.as_str()) || READ_FIELDS.contains(&name.as_str()) {
+        let known = name.as_str();
+        if [CONNECTION_FIELDS, READ_FIELDS, GROUP_FIELDS].iter().any(|fields| fields.contains(&known)) {
             continue;
         }
         let message = match name.as_str() {
@@ -905,7 +900,7 @@ fn reject_unknown_fields(fields: &Map<String, Value>) -> Result<(), ConfigError>
             }
             _ => format!(
                 "unknown field `{name}`: remove it or fix its spelling; known fields are {}",
-                CONNECTION_FIELDS.iter().chain(READ_FIELDS).copied().collect::<Vec<_>>().join(", ")
+                CONNECTION_FIELDS.iter().chain(READ_FIELDS).chain(GROUP_FIELDS).copied().collect::<Vec<_>>().join(", ")
             ),
         };
         return Err(ConfigError::invalid(name, message));

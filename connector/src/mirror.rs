@@ -840,18 +840,13 @@ pub async fn mirror(
                         producer.begin_transaction().await?;
                         in_transaction = true;
                     }
-                    for record in &batch.records {
-                        let copy = copy_of(record);
-                        let delivery = if m.keep_partition {
-                            producer.send_to(&TopicPartition::new(m.target.clone(), tp.partition), copy).await?
-                        } else {
-                            producer.send(&m.target, copy).await?
-                        };
-                        if !exactly_once {
-                            deliveries.push(delivery);
-                        }
-                        records += 1;
-                    }
+                    records += m
+                        .send_batch(&producer, &batch, |delivery| {
+                            if !exactly_once {
+                                deliveries.push(delivery);
+                            }
+                        })
+                        .await?;
                     if let Some(next) = pending
                         .topics
                         .get_mut(&tp.topic)
@@ -929,8 +924,31 @@ pub async fn mirror(
     Ok(summary)
 }
 
+impl Mirrored {
+    /// Sends the copies of a fetched batch's records (into the same partition when the target
+    /// has as many), handing each delivery to `delivered`; returns how many were sent.
+    pub(crate) async fn send_batch(
+        &self,
+        producer: &Producer,
+        batch: &sluice_wire::PartitionBatch,
+        mut delivered: impl FnMut(DeliveryFuture),
+    ) -> Result<u64, ClientError> {
+        let same_partition =
+            self.keep_partition.then(|| TopicPartition::new(self.target.clone(), batch.topic_partition.partition));
+        for record in &batch.records {
+            let copy = copy_of(record);
+            let delivery = match &same_partition {
+                Some(tp) => producer.send_to(tp, copy).await?,
+                None => producer.send(&self.target, copy).await?,
+            };
+            delivered(delivery);
+        }
+        Ok(batch.records.len() as u64)
+    }
+}
+
 /// The target's copy of a source record: key, value, headers and timestamp unchanged.
-pub(crate) fn copy_of(record: &sluice_wire::Record) -> ProduceRecord {
+fn copy_of(record: &sluice_wire::Record) -> ProduceRecord {
     let mut copy = ProduceRecord::new(record.key.as_deref(), record.value.as_deref()).with_timestamp(record.timestamp);
     // Header keys are strings on the Java client (and in `ProduceRecord`); a key that is not
     // UTF-8 could not have been written by it.

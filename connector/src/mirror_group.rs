@@ -43,8 +43,7 @@ use sluice_wire::{
 use crate::config::GroupSettings;
 use crate::fault;
 use crate::mirror::{
-    check_identities, client_error, copy_of, position_key, MirrorConfig, MirrorError, MirrorSummary, Mirrored,
-    Positions,
+    check_identities, client_error, position_key, MirrorConfig, MirrorError, MirrorSummary, Mirrored, Positions,
 };
 use crate::offsets;
 use crate::read::{self, StopSignal};
@@ -282,7 +281,7 @@ impl Worker<'_> {
 
     /// Sends a fetched batch of an owned partition in the partition's chunk.
     async fn send(&mut self, batch: sluice_wire::PartitionBatch) -> Result<(), MirrorError> {
-        let tp = batch.topic_partition;
+        let tp = batch.topic_partition.clone();
         let Some(state) = self.owned.get_mut(&tp) else { return Ok(()) };
         let m = &state.mirrored;
         let producer = match (&state.producer, &self.shared) {
@@ -297,18 +296,13 @@ impl Worker<'_> {
                 producer.begin_transaction().await?;
                 state.in_transaction = true;
             }
-            for record in &batch.records {
-                let copy = copy_of(record);
-                let delivery = if m.keep_partition {
-                    producer.send_to(&TopicPartition::new(m.target.clone(), tp.partition), copy).await?
-                } else {
-                    producer.send(&m.target, copy).await?
-                };
-                if !exactly_once {
-                    deliveries.push(delivery);
-                }
-                state.records += 1;
-            }
+            state.records += m
+                .send_batch(producer, &batch, |delivery| {
+                    if !exactly_once {
+                        deliveries.push(delivery);
+                    }
+                })
+                .await?;
             state.pending = state.pending.max(batch.next_offset);
             Ok(())
         }
