@@ -51,6 +51,7 @@ use bytes::Bytes;
 pub use tokio::sync::oneshot;
 use tokio::sync::Semaphore;
 
+use super::accumulator::{Appended, Completer};
 use super::ConsumerGroupMetadata;
 use crate::client::{ClientError, ProduceRecord, TopicPartition};
 use crate::protocol::messages::add_offsets_to_txn::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
@@ -81,7 +82,7 @@ pub const PRODUCE_MAX_VERSION_TV1: i16 = 11;
 /// lengths): an upper bound used for sizing batches and the buffer.
 pub const RECORD_OVERHEAD: usize = 21;
 /// Bytes of a batch header and a produce request's per-partition framing.
-const BATCH_OVERHEAD: usize = 61 + 16;
+pub(crate) const BATCH_OVERHEAD: usize = 61 + 16;
 /// The pause before retrying a coordinator request the coordinator is not ready for
 /// (CONCURRENT_TRANSACTIONS: the previous transaction is still being completed).
 const COORDINATOR_RETRY: Duration = Duration::from_millis(20);
@@ -158,7 +159,7 @@ struct Batch {
     builder: Option<RecordBatchBuilder>,
     /// The batch as last encoded, and the (producer id, epoch, base sequence) it carries.
     built: Option<(Bytes, (i64, i16, i32))>,
-    replies: Vec<Option<Reply>>,
+    replies: Replies,
     timestamps: Vec<i64>,
     /// Estimated bytes, returned to the buffer when the batch completes.
     memory: usize,
@@ -170,6 +171,37 @@ struct Batch {
     retry_at: Option<Instant>,
     /// Sent as soon as possible (flush, close, commit).
     flush: bool,
+}
+
+/// Where a batch's records are answered.
+#[derive(Debug)]
+enum Replies {
+    /// A channel per record ([`ProducerCore::append`]: the tests and the fuzz target).
+    #[cfg_attr(not(any(test, feature = "unstable")), allow(dead_code))]
+    Each(Vec<Option<Reply>>),
+    /// The batch's shared outcome ([`ProducerCore::append_batch`]: the producer).
+    Shared(Completer),
+}
+
+impl Replies {
+    fn len(&self) -> usize {
+        match self {
+            Replies::Each(replies) => replies.len(),
+            Replies::Shared(completer) => completer.count,
+        }
+    }
+
+    #[cfg_attr(not(any(test, feature = "unstable")), allow(dead_code))]
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn split_off(&mut self, at: usize) -> Replies {
+        match self {
+            Replies::Each(replies) => Replies::Each(replies.split_off(at.min(replies.len()))),
+            Replies::Shared(completer) => Replies::Shared(completer.split_off(at)),
+        }
+    }
 }
 
 impl Batch {
@@ -410,6 +442,8 @@ impl ProducerCore {
     /// Appends a record to `topic_partition`'s open batch (or a new one). `memory` bytes of the
     /// buffer were taken for it; they are given back when its batch completes (or now, when it
     /// is refused). The outcome goes to `reply`.
+    // The producer appends whole batches (`append_batch`); the tests and the fuzz target, records.
+    #[cfg_attr(not(any(test, feature = "unstable")), allow(dead_code))]
     pub fn append(
         &mut self,
         now: Instant,
@@ -445,7 +479,7 @@ impl ProducerCore {
                 id: self.next_id,
                 builder: Some(RecordBatchBuilder::new(compression).transactional(transactional)),
                 built: None,
-                replies: Vec::new(),
+                replies: Replies::Each(Vec::new()),
                 timestamps: Vec::new(),
                 memory: 0,
                 created: now,
@@ -463,7 +497,13 @@ impl ProducerCore {
             record.headers.iter().map(|(key, value)| (key.as_bytes(), value.as_deref())).collect();
         match builder.push(record.timestamp, record.key.as_deref(), record.value.as_deref(), &headers) {
             Ok(()) => {
-                batch.replies.push(Some(reply));
+                match &mut batch.replies {
+                    Replies::Each(replies) => replies.push(Some(reply)),
+                    // Never at the back of a queue: appended batches are marked to be sent.
+                    Replies::Shared(_) => {
+                        let _ = reply.send(Err(ClientError::ProducerClosed));
+                    }
+                }
                 batch.timestamps.push(record.timestamp);
                 batch.memory += memory;
             }
@@ -483,6 +523,48 @@ impl ProducerCore {
                     self.forget(id);
                 }
             }
+        }
+    }
+
+    /// Queues a batch the producer handles filled (the accumulator), to be sent at once: it
+    /// is full, lingered, or a flush, close or transaction call wants it. Refused as a record
+    /// would be (the producer closed, failed, or outside a transaction): its records fail.
+    pub(crate) fn append_batch(&mut self, now: Instant, topic_partition: TopicPartition, appended: Appended) {
+        let Appended { builder, completer, memory, created } = appended;
+        if let Some(error) = self.refusal() {
+            self.memory.add_permits(memory);
+            completer.failed(&error);
+            return;
+        }
+        if completer.count == 0 {
+            self.memory.add_permits(memory);
+            return;
+        }
+        if let Some(txn) = self.transaction.as_mut() {
+            if txn.started.is_none() {
+                txn.started = Some(now);
+            }
+        }
+        self.next_id += 1;
+        *self.incomplete.entry(self.next_id).or_default() += 1;
+        let batch = Batch {
+            id: self.next_id,
+            builder: Some(builder),
+            built: None,
+            replies: Replies::Shared(completer),
+            // Each DeliveryFuture keeps its record's timestamp.
+            timestamps: Vec::new(),
+            memory,
+            created,
+            attempts: 0,
+            sent_once: false,
+            sequence: None,
+            retry_at: None,
+            flush: true,
+        };
+        match self.partitions.get_mut(&topic_partition) {
+            Some(partition) => partition.queue.push_back(batch),
+            None => self.partitions.entry(topic_partition).or_default().queue.push_back(batch),
         }
     }
 
@@ -995,9 +1077,9 @@ impl ProducerCore {
     fn complete_batch(&mut self, batch: Batch, result: Result<(), ClientError>, base_offset: i64, append_time: i64) {
         self.memory.add_permits(batch.memory);
         self.forget(batch.id);
-        match result {
-            Ok(()) => {
-                for (index, (reply, timestamp)) in batch.replies.into_iter().zip(batch.timestamps).enumerate() {
+        match (result, batch.replies) {
+            (Ok(()), Replies::Each(replies)) => {
+                for (index, (reply, timestamp)) in replies.into_iter().zip(batch.timestamps).enumerate() {
                     let offset = if base_offset >= 0 { base_offset + index as i64 } else { -1 };
                     let timestamp = if append_time >= 0 { append_time } else { timestamp };
                     if let Some(reply) = reply {
@@ -1005,11 +1087,13 @@ impl ProducerCore {
                     }
                 }
             }
-            Err(error) => {
-                for reply in batch.replies.into_iter().flatten() {
+            (Err(error), Replies::Each(replies)) => {
+                for reply in replies.into_iter().flatten() {
                     let _ = reply.send(Err(error.duplicate()));
                 }
             }
+            (Ok(()), Replies::Shared(completer)) => completer.written(base_offset, append_time),
+            (Err(error), Replies::Shared(completer)) => completer.failed(&error),
         }
     }
 
@@ -2000,7 +2084,7 @@ fn split(batch: &mut Batch, compression: Compression, transactional: bool) -> Op
         builder: None,
         built: Some((second, second_stamp)),
         replies: batch.replies.split_off(half),
-        timestamps: batch.timestamps.split_off(half),
+        timestamps: batch.timestamps.split_off(half.min(batch.timestamps.len())),
         memory: second_memory,
         created: batch.created,
         attempts: batch.attempts,
@@ -2284,6 +2368,60 @@ mod tests {
         assert!(flush.try_recv().is_ok(), "every half answered: the flush is done");
         // The harness's appends take nothing from the buffer: their 4 x 10 bytes come back once.
         assert_eq!(h.core.memory.available_permits(), (1 << 20) + 40, "each record's memory given back once");
+    }
+
+    /// Polls a delivery once, without a runtime.
+    fn delivered(delivery: &mut crate::DeliveryFuture) -> Option<Result<i64, String>> {
+        use std::future::Future;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match std::pin::Pin::new(delivery).poll(&mut cx) {
+            std::task::Poll::Ready(result) => Some(result.map(|written| written.offset).map_err(|e| e.to_string())),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn batches_of_the_accumulator_answer_every_record_once_through_their_shared_outcome() {
+        use super::super::accumulator::Accumulator;
+        let mut h = Harness::new(config(), false);
+        h.init(7, 0);
+        let accumulator = Accumulator::new(16 * 1024, Compression::None, false);
+        let record = |i: usize| ProduceRecord::new(None, Some(format!("r{i}").as_bytes())).with_timestamp(1000);
+        let mut deliveries: Vec<_> =
+            (0..4).map(|i| accumulator.append(TOPIC, 0, &record(i), 10).expect("appended")).collect();
+        let (batches, _) = accumulator.take(h.now, Duration::from_millis(5), true);
+        assert_eq!(batches.len(), 1, "one open batch of four records");
+        for (tp, batch) in batches {
+            h.core.append_batch(h.now, tp, batch);
+        }
+        let sent = produced(&h.poll());
+        assert_eq!(sent[0].1, vec![(0, 7, 0, 0, 4)], "sent at once: a handed batch does not linger again");
+        assert!(deliveries.iter_mut().all(|d| delivered(d).is_none()), "nothing answered yet");
+        // Refused as too large: resent in halves, each answering its own records.
+        h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::MESSAGE_TOO_LARGE, -1)]))));
+        let first = produced(&h.poll());
+        assert_eq!(first[0].1, vec![(0, 7, 0, 0, 2)]);
+        h.core.on_produce(h.now, first[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 20)]))));
+        assert_eq!(delivered(&mut deliveries[0]), Some(Ok(20)));
+        assert_eq!(delivered(&mut deliveries[1]), Some(Ok(21)));
+        assert_eq!(delivered(&mut deliveries[2]), None, "the second half is not answered yet");
+        let second = produced(&h.poll());
+        assert_eq!(second[0].1, vec![(0, 7, 0, 2, 2)]);
+        h.core.on_produce(h.now, second[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 22)]))));
+        assert_eq!(delivered(&mut deliveries[2]), Some(Ok(22)));
+        assert_eq!(delivered(&mut deliveries[3]), Some(Ok(23)));
+        assert_eq!(h.core.memory.available_permits(), (1 << 20) + 40, "each record's memory given back once");
+        // Records the core never answers (the driver stopped) fail, whether queued or open.
+        let mut queued = accumulator.append(TOPIC, 1, &record(5), 10).expect("appended");
+        for (tp, batch) in accumulator.take(h.now, Duration::from_millis(5), true).0 {
+            h.core.append_batch(h.now, tp, batch);
+        }
+        let mut open = accumulator.append(TOPIC, 2, &record(6), 10).expect("appended");
+        drop(accumulator.close());
+        h.core.abandon();
+        assert_eq!(delivered(&mut queued), Some(Err(ClientError::ProducerClosed.to_string())));
+        assert_eq!(delivered(&mut open), Some(Err(ClientError::ProducerClosed.to_string())));
+        assert!(matches!(accumulator.append(TOPIC, 0, &record(7), 10), Err(ClientError::ProducerClosed)));
     }
 
     #[test]

@@ -4,14 +4,16 @@
 //! sequence numbers in order on the connection); everything else goes through the [`Client`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::core::{Action, Done, ProducerCore, Reply};
+use super::accumulator::Accumulator;
+use super::core::{Action, Done, ProducerCore};
 use super::ConsumerGroupMetadata;
-use crate::client::{Client, ClientError, ProduceRecord, TopicPartition};
+use crate::client::{Client, ClientError, TopicPartition};
 use crate::connection::Connection;
 use crate::protocol::messages::add_offsets_to_txn::AddOffsetsToTxnResponse;
 use crate::protocol::messages::add_partitions_to_txn::AddPartitionsToTxnResponse;
@@ -25,7 +27,6 @@ use crate::protocol::ErrorCode;
 
 /// What the [`Producer`](super::Producer) handle asks of the task.
 pub(crate) enum Command {
-    Append { topic_partition: TopicPartition, record: ProduceRecord, memory: usize, reply: Reply },
     Flush(Done),
     Close { deadline: Instant, done: Done },
     InitTransactions(Done),
@@ -53,6 +54,9 @@ enum Event {
 pub(crate) struct Driver {
     client: Client,
     core: ProducerCore,
+    accumulator: Arc<Accumulator>,
+    /// When the next open batch of the accumulator has lingered enough.
+    accumulator_due: Option<Instant>,
     commands: mpsc::UnboundedReceiver<Command>,
     commands_open: bool,
     tasks: JoinSet<Event>,
@@ -68,12 +72,15 @@ impl Driver {
     pub(crate) fn new(
         client: Client,
         core: ProducerCore,
+        accumulator: Arc<Accumulator>,
         commands: mpsc::UnboundedReceiver<Command>,
         request_timeout: Duration,
     ) -> Self {
         Driver {
             client,
             core,
+            accumulator,
+            accumulator_due: None,
             commands,
             commands_open: true,
             tasks: JoinSet::new(),
@@ -85,9 +92,10 @@ impl Driver {
         }
     }
 
-    pub(crate) async fn run(mut self) {
+    pub(crate) async fn run(mut self, linger: Duration) {
         loop {
             let now = Instant::now();
+            self.collect(now, linger, self.closing.is_some());
             self.step(now);
             if let Some((deadline, _)) = &self.closing {
                 if self.core.is_idle() || now >= *deadline {
@@ -95,6 +103,7 @@ impl Driver {
                 }
             }
             let wake = self.core.next_wake(now).unwrap_or(now + Duration::from_secs(3600));
+            let wake = self.accumulator_due.map_or(wake, |due| wake.min(due));
             let wake = match &self.closing {
                 Some((deadline, _)) => wake.min(*deadline),
                 None => wake,
@@ -103,6 +112,9 @@ impl Driver {
                 command = self.commands.recv(), if self.commands_open => match command {
                     Some(command) => {
                         let now = Instant::now();
+                        // Records sent before the call come first (a flush waits for them, a
+                        // transaction call sees them).
+                        self.collect(now, linger, true);
                         self.on_command(now, command);
                         // Records come in bursts: take what is queued before working out what
                         // to send, so that one poll serves many appends.
@@ -113,6 +125,7 @@ impl Driver {
                     }
                     None => {
                         // Every handle was dropped without `close`: finish what was sent.
+                        self.collect(Instant::now(), linger, true);
                         self.commands_open = false;
                         if self.closing.is_none() {
                             self.core.close();
@@ -125,8 +138,13 @@ impl Driver {
                     // Nothing in this crate panics; only a runtime shutting down gets here.
                     Err(_) => break,
                 },
+                _ = self.accumulator.wake.notified() => {}
                 _ = tokio::time::sleep_until(wake.into()) => {}
             }
+        }
+        // Records appended since the last look fail with the rest.
+        for (topic_partition, batch) in self.accumulator.close() {
+            self.core.append_batch(Instant::now(), topic_partition, batch);
         }
         self.core.abandon();
         for connection in self.connections.values() {
@@ -140,6 +158,16 @@ impl Driver {
         self.commands.close();
         while let Ok(command) = self.commands.try_recv() {
             refuse(command);
+        }
+    }
+
+    /// Hands the accumulator's filled batches to the core, and the open ones that lingered
+    /// enough (all of them with `all`).
+    fn collect(&mut self, now: Instant, linger: Duration, all: bool) {
+        let (batches, due) = self.accumulator.take(now, linger, all);
+        self.accumulator_due = due;
+        for (topic_partition, batch) in batches {
+            self.core.append_batch(now, topic_partition, batch);
         }
     }
 
@@ -173,9 +201,6 @@ impl Driver {
 
     fn on_command(&mut self, now: Instant, command: Command) {
         match command {
-            Command::Append { topic_partition, record, memory, reply } => {
-                self.core.append(now, topic_partition, record, memory, reply)
-            }
             Command::Flush(done) => self.core.flush(done),
             Command::Close { deadline, done } => {
                 self.core.close();
@@ -337,12 +362,17 @@ impl Driver {
     }
 }
 
+impl Drop for Driver {
+    /// The task stopped or was dropped with its runtime: records appended since are refused,
+    /// and those still open fail with `ProducerClosed` (their outcomes dropped unanswered).
+    fn drop(&mut self) {
+        drop(self.accumulator.close());
+    }
+}
+
 /// Answers a command that arrived after the task stopped.
 fn refuse(command: Command) {
     match command {
-        Command::Append { reply, .. } => {
-            let _ = reply.send(Err(ClientError::ProducerClosed));
-        }
         Command::Flush(done)
         | Command::Close { done, .. }
         | Command::InitTransactions(done)

@@ -5,14 +5,16 @@
 //! `core.rs` (accumulator, sequence numbers, transaction phases) and only sends what the core
 //! asks for (`driver.rs`). [`Producer::send`] picks the partition (the [`Partitioner`]), takes
 //! the record's bytes from the `buffer_memory` budget (waiting up to `max_block` while it is
-//! full), and hands the record to the task; the returned [`DeliveryFuture`] resolves when the
-//! broker acknowledged the record's batch (or the record failed).
+//! full), and appends the record to its partition's open batch (`accumulator.rs`), which the
+//! task hands to the core once full or lingered; the returned [`DeliveryFuture`] resolves when
+//! the broker acknowledged the record's batch (or the record failed).
 //!
 //! # References
 //! - KIP-98 (idempotence and transactions), KIP-360, KIP-447, KIP-480, KIP-794, KIP-890.
 //! - `ProducerConfig`, `KafkaProducer` (Kafka 4.1 clients) for the settings and their defaults.
 
 // The sans-IO core is public with `unstable` only (the `producer_core` fuzz target drives it).
+mod accumulator;
 #[cfg_attr(feature = "unstable", allow(missing_docs))]
 pub mod core;
 mod driver;
@@ -28,6 +30,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use accumulator::{Accumulator, Outcome};
 
 use super::{Client, ClientError, ProduceRecord, TopicPartition};
 use crate::protocol::records::Compression;
@@ -405,32 +409,32 @@ pub struct RecordMetadata {
 #[derive(Debug)]
 #[must_use = "the record's outcome arrives here"]
 pub struct DeliveryFuture {
-    topic_partition: TopicPartition,
-    receiver: oneshot::Receiver<Result<(i64, i64), ClientError>>,
+    /// The outcome of the record's batch (shared by its records), and the record's place in it.
+    outcome: Arc<Outcome>,
+    index: usize,
+    /// The record's own timestamp (CreateTime).
+    timestamp: i64,
 }
 
 impl DeliveryFuture {
     /// The partition the record went to.
     pub fn partition(&self) -> &TopicPartition {
-        &self.topic_partition
+        &self.outcome.topic_partition
     }
 }
 
 impl Future for DeliveryFuture {
     type Output = Result<RecordMetadata, ClientError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let result = std::task::ready!(Pin::new(&mut self.receiver).poll(cx));
-        Poll::Ready(match result {
-            Ok(Ok((offset, timestamp))) => Ok(RecordMetadata {
-                topic: self.topic_partition.topic.clone(),
-                partition: self.topic_partition.partition,
-                offset,
-                timestamp,
-            }),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Err(ClientError::ProducerClosed),
-        })
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (offset, timestamp) = std::task::ready!(self.outcome.poll(self.index, self.timestamp, cx))?;
+        let topic_partition = &self.outcome.topic_partition;
+        Poll::Ready(Ok(RecordMetadata {
+            topic: topic_partition.topic.clone(),
+            partition: topic_partition.partition,
+            offset,
+            timestamp,
+        }))
     }
 }
 
@@ -486,6 +490,7 @@ struct Shared {
     config: ProducerConfig,
     partitioner: Arc<dyn Partitioner>,
     memory: Arc<Semaphore>,
+    accumulator: Arc<Accumulator>,
     commands: mpsc::UnboundedSender<Command>,
     transaction_version: i16,
 }
@@ -526,11 +531,15 @@ impl Producer {
             transaction_timeout: config.transaction_timeout,
         };
         let core = core::ProducerCore::new(core_config, memory.clone(), transaction_version >= 2);
+        let accumulator =
+            Arc::new(Accumulator::new(config.batch_size, config.compression, config.transactional_id.is_some()));
         let (commands, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(driver::Driver::new(client.clone(), core, receiver, config.request_timeout).run());
+        let driver = driver::Driver::new(client.clone(), core, accumulator.clone(), receiver, config.request_timeout);
+        tokio::spawn(driver.run(config.linger));
         let partitioner =
             config.partitioner.clone().unwrap_or_else(|| Arc::new(DefaultPartitioner::new(config.batch_size)));
-        Ok(Producer { shared: Arc::new(Shared { client, config, partitioner, memory, commands, transaction_version }) })
+        let shared = Shared { client, config, partitioner, memory, accumulator, commands, transaction_version };
+        Ok(Producer { shared: Arc::new(shared) })
     }
 
     /// The settings this producer runs with.
@@ -567,7 +576,7 @@ impl Producer {
                 ),
             });
         }
-        let delivery = self.enqueue(TopicPartition::new(topic, partition), record, size).await?;
+        let delivery = self.enqueue(topic, partition, &record, size).await?;
         self.shared.partitioner.record_appended(topic, partition, size);
         Ok(delivery)
     }
@@ -588,7 +597,7 @@ impl Producer {
                 ),
             });
         }
-        self.enqueue(topic_partition.clone(), record, size).await
+        self.enqueue(&topic_partition.topic, topic_partition.partition, &record, size).await
     }
 
     fn check_size(&self, topic: &str, partition: Option<i32>, record: &ProduceRecord) -> Result<usize, ClientError> {
@@ -638,11 +647,16 @@ impl Producer {
 
     async fn enqueue(
         &self,
-        topic_partition: TopicPartition,
-        record: ProduceRecord,
+        topic: &str,
+        partition: i32,
+        record: &ProduceRecord,
         size: usize,
     ) -> Result<DeliveryFuture, ClientError> {
         let shared = &self.shared;
+        if shared.commands.is_closed() {
+            // The task is gone (its runtime shut down).
+            return Err(ClientError::ProducerClosed);
+        }
         let max_block = shared.config.max_block;
         let started = Instant::now();
         let permit = match shared.memory.try_acquire_many(size as u32) {
@@ -663,13 +677,19 @@ impl Producer {
         };
         // The driver gives the bytes back when the record's batch completes.
         permit.forget();
-        let (reply, receiver) = oneshot::channel();
-        let command = Command::Append { topic_partition: topic_partition.clone(), record, memory: size, reply };
-        if shared.commands.send(command).is_err() {
-            shared.memory.add_permits(size);
-            return Err(ClientError::ProducerClosed);
+        match shared.accumulator.append(topic, partition, record, size) {
+            Ok(delivery) => Ok(delivery),
+            Err(ClientError::ProducerClosed) => {
+                shared.memory.add_permits(size);
+                Err(ClientError::ProducerClosed)
+            }
+            // The record cannot be encoded: its future fails, as the batch's would.
+            Err(error) => {
+                shared.memory.add_permits(size);
+                let outcome = Outcome::failed(TopicPartition::new(topic, partition), error);
+                Ok(DeliveryFuture { outcome: Arc::new(outcome), index: 0, timestamp: record.timestamp })
+            }
         }
-        Ok(DeliveryFuture { topic_partition, receiver })
     }
 
     async fn call(&self, make: impl FnOnce(core::Done) -> Command) -> Result<(), ClientError> {
