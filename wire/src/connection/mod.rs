@@ -761,7 +761,7 @@ impl Connection {
             return Err(self.closed_error());
         }
         let correlation_id = self.correlation.fetch_add(1, Ordering::Relaxed) & i32::MAX;
-        let mut writer = Writer::with_capacity(64);
+        let mut writer = Writer::with_capacity(64 + request.size_hint());
         writer.i32(0); // size, patched below
         encode_request_header(&mut writer, R::API_KEY, version, correlation_id, &self.config.client_id);
         request.encode(version, &mut writer);

@@ -51,6 +51,13 @@ pub trait Request {
 
     /// Writes the request body (without header) at `version`.
     fn encode(&self, version: i16, writer: &mut Writer);
+
+    /// About how many bytes the body takes, so that its frame is allocated once (a produce
+    /// request carries its batches: growing 64 bytes at a time to 100 KiB and more copied it
+    /// a dozen times); a guess, never a limit.
+    fn size_hint(&self) -> usize {
+        0
+    }
 }
 
 /// A response this client can decode.

@@ -85,6 +85,13 @@ impl Request for ProduceRequest {
     const MAX_VERSION: i16 = MAX_VERSION;
     type Response = ProduceResponse;
 
+    fn size_hint(&self) -> usize {
+        let topics = self.topics.iter().map(|topic| {
+            topic.name.len() + 8 + topic.partitions.iter().map(|partition| partition.records.len() + 16).sum::<usize>()
+        });
+        self.transactional_id.as_ref().map_or(0, String::len) + 16 + topics.sum::<usize>()
+    }
+
     fn encode(&self, version: i16, writer: &mut Writer) {
         let flexible = Self::API_KEY.is_flexible(version);
         writer.nullable_string(flexible, self.transactional_id.as_deref());

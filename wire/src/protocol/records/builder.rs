@@ -181,7 +181,11 @@ impl RecordBatchBuilder {
 
     /// Writes the batch.
     pub fn build(&self) -> Result<Vec<u8>, RecordError> {
-        let mut out = Vec::new();
+        // Uncompressed, the batch is its header and the records: one allocation.
+        let mut out = match self.compression {
+            Compression::None => Vec::with_capacity(BATCH_HEADER_LEN + self.records.len()),
+            _ => Vec::new(),
+        };
         self.build_into(&mut out)?;
         Ok(out)
     }
