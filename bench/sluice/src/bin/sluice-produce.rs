@@ -82,10 +82,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // front while it sleeps. A delivery is seen at most one send call after it arrived (or, when
     // an earlier record of another partition is still unanswered, once that one is).
     let mut pending: VecDeque<(Instant, DeliveryFuture)> = VecDeque::new();
-    let mut latencies = Vec::with_capacity(count);
+    // Microseconds in a u32 and an unstable sort, as the rdkafka peer keeps them (a Duration
+    // each was 16 MB of the peak RSS on 1M records, and the stable sort 3% of the CPU).
+    let mut latencies: Vec<u32> = Vec::with_capacity(count);
     let mut failed = 0usize;
     let mut note = |result: Result<sluice_wire::RecordMetadata, sluice_wire::ClientError>, sent: Instant| match result {
-        Ok(_) => latencies.push(sent.elapsed()),
+        Ok(_) => latencies.push(sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32),
         Err(_) => failed += 1,
     };
     let paced_from = Instant::now();
@@ -132,9 +134,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("{failed} records failed").into());
     }
     producer.close(Duration::from_secs(30)).await?;
-    latencies.sort();
+    latencies.sort_unstable();
     let percentile = |p: f64| -> f64 {
-        latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        latencies.get(((latencies.len() as f64 - 1.0) * p) as usize).map_or(0.0, |&us| f64::from(us) / 1000.0)
     };
     println!(
         r#"{{"client":"sluice","records":{count},"acked":{},"size":{size},"rate":{rate},"seconds":{:.3},"records_per_sec":{:.0},"mb_per_sec":{:.2},"p50_ms":{:.2},"p99_ms":{:.2}}}"#,
