@@ -114,6 +114,39 @@ async fn committed_transactions_are_seen_and_aborted_ones_are_not() {
     }
 }
 
+/// Back-to-back transactions on a multi-threaded runtime, committed without awaiting the
+/// records first (as `sluice write` and `sluice mirror` do: the commit answers for them). The
+/// caller runs on another thread than the producer's task, so a whole transaction's records and
+/// its commit can queue between two looks of the task; a commit that overtook its records once
+/// committed an empty transaction and lost them (the records then failed with the next one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_right_after_its_records_commits_them_on_a_multi_threaded_runtime() {
+    for (client, bootstrap, version) in brokers().await {
+        let topic = topic(&client, &format!("txn-burst-tv{version}"), 3).await;
+        let producer = transactional(&client, &unique_topic("txn-burst-id")).await;
+        producer.init_transactions().await.expect("init_transactions");
+        let (transactions, per_transaction) = (100, 12);
+        let mut deliveries = Vec::new();
+        for t in 0..transactions {
+            producer.begin_transaction().await.expect("begin");
+            for i in 0..per_transaction {
+                let value = format!("t{t}-{i}");
+                let record = ProduceRecord::new(Some(value.as_bytes()), Some(value.as_bytes()));
+                deliveries.push((value.clone(), producer.send(&topic, record).await.expect("send")));
+            }
+            producer.commit_transaction().await.unwrap_or_else(|e| panic!("TV{version}: commit {t}: {e}"));
+        }
+        for (value, delivery) in deliveries {
+            delivery.await.unwrap_or_else(|e| panic!("TV{version}: {value} of a committed transaction failed: {e}"));
+        }
+        producer.close(Duration::from_secs(10)).await.expect("close");
+        let (committed, _) = java_dump_at(&bootstrap, &topic, "read_committed");
+        let expected = encoded((0..transactions).flat_map(|t| (0..per_transaction).map(move |i| format!("t{t}-{i}"))));
+        assert_eq!(values(&committed).len(), expected.len(), "TV{version}: every committed record is visible");
+        assert_eq!(values(&committed), expected, "TV{version}: read_committed sees exactly the committed records");
+    }
+}
+
 #[tokio::test]
 async fn offsets_sent_to_a_transaction_commit_with_it() {
     for (client, bootstrap, version) in brokers().await {

@@ -111,16 +111,11 @@ impl Driver {
             tokio::select! {
                 command = self.commands.recv(), if self.commands_open => match command {
                     Some(command) => {
-                        let now = Instant::now();
-                        // Records sent before the call come first (a flush waits for them, a
-                        // transaction call sees them).
-                        self.collect(now, linger, true);
-                        self.on_command(now, command);
-                        // Records come in bursts: take what is queued before working out what
-                        // to send, so that one poll serves many appends.
+                        self.command(linger, command);
+                        // Commands that queued meanwhile, before working out what to send.
                         for _ in 0..1024 {
                             let Ok(command) = self.commands.try_recv() else { break };
-                            self.on_command(now, command);
+                            self.command(linger, command);
                         }
                     }
                     None => {
@@ -159,6 +154,18 @@ impl Driver {
         while let Ok(command) = self.commands.try_recv() {
             refuse(command);
         }
+    }
+
+    /// Runs `command` after handing every batch of the accumulator to the core: records sent
+    /// before the call come first (a flush waits for them, a transaction call sees them). Each
+    /// command, including those taken from the queue after the first: the caller's task runs on
+    /// another thread, so between two commands it may have sent a whole transaction's records
+    /// (a commit that did not see them ended an empty transaction, and they were refused with
+    /// the next one: lost by a caller that trusts the commit, as `sluice write` does).
+    fn command(&mut self, linger: Duration, command: Command) {
+        let now = Instant::now();
+        self.collect(now, linger, true);
+        self.on_command(now, command);
     }
 
     /// Hands the accumulator's filled batches to the core, and the open ones that lingered
