@@ -737,6 +737,39 @@ fn zstd_frames_carry_no_content_checksum_as_the_java_producer_writes() {
     assert_eq!(decompress_zstd(frame, 1 << 20).unwrap().len(), 100_000);
 }
 
+#[test]
+fn zstd_frames_from_the_reused_context_match_a_fresh_context_at_every_size() {
+    // `compress` keeps one context per thread. Each frame must be what a fresh context writes
+    // (nothing carried over from the previous batch), whatever came before: a large batch, a
+    // small one, an empty one, incompressible bytes.
+    let mut noise = Vec::with_capacity(70_000);
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    while noise.len() < 70_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        noise.extend_from_slice(&state.to_le_bytes());
+    }
+    let inputs = [
+        repetitive_text(1_000_000),
+        repetitive_text(100),
+        Vec::new(),
+        repetitive_text(16_384),
+        noise,
+        repetitive_text(300_000),
+        repetitive_text(16_384),
+        vec![0u8; 131_073],
+        repetitive_text(1),
+    ];
+    for input in &inputs {
+        let frame = zstd_frame(input);
+        let mut fresh = zrip::CompressContext::new(3).unwrap();
+        fresh.set_content_checksum(false);
+        assert_eq!(frame, &fresh.compress(input).unwrap()[..], "{} bytes", input.len());
+        assert_eq!(&decompress_zstd(frame, 2 << 20).unwrap()[..], &input[..], "{} bytes", input.len());
+    }
+}
+
 /// A zstd frame as zstd-jni (the Java producer) writes it: streamed, so its header declares no
 /// content size and the limit can only be found while decoding.
 fn streaming_zstd_frame(content: &[u8]) -> Vec<u8> {
