@@ -239,6 +239,47 @@ async fn a_zombie_is_fenced_and_its_transaction_aborted() {
     }
 }
 
+/// A zombie's commit racing its successor's init_transactions, 20 rounds per broker at
+/// delays of 0-9 ms: the commit either wins (its record is visible) or fails as fenced (its
+/// record is not). On transaction version 2 a commit that lands while the fence's abort runs,
+/// or after it, is answered INVALID_TXN_STATE by Kafka 4.x (it looks like a retry of that
+/// abort); that must read as fenced too, or a caller that aborts and retries on other errors
+/// (sluice mirror) fails instead of giving the transactional id up (CI, 2026-12-02).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_racing_the_successors_fence_commits_or_is_fenced() {
+    for (client, bootstrap, version) in brokers().await {
+        let topic = topic(&client, &format!("txn-fence-race-tv{version}"), 1).await;
+        let (mut committed, mut codes) = (Vec::new(), BTreeMap::new());
+        for round in 0..20u64 {
+            let id = unique_topic("fence-race");
+            let zombie = transactional(&client, &id).await;
+            zombie.init_transactions().await.expect("init");
+            zombie.begin_transaction().await.expect("begin");
+            send_values(&zombie, &topic, [format!("round-{round}")]).await;
+            let successor = transactional(&client, &id).await;
+            let fence = tokio::spawn(async move { successor.init_transactions().await.map(|()| successor) });
+            tokio::time::sleep(Duration::from_millis(round % 10)).await;
+            match zombie.commit_transaction().await {
+                Ok(()) => {
+                    committed.push(format!("round-{round}"));
+                    *codes.entry("committed".to_string()).or_insert(0) += 1;
+                }
+                Err(error) => {
+                    assert!(error.is_fenced(), "TV{version} round {round}: {error:?}");
+                    *codes.entry(format!("{:?}", error.code())).or_insert(0) += 1;
+                }
+            }
+            let successor = fence.await.unwrap().expect("the successor's init");
+            successor.close(Duration::from_secs(5)).await.expect("close");
+            let _ = zombie.close(Duration::from_secs(1)).await;
+        }
+        eprintln!("TV{version}: commit outcomes {codes:?}");
+        let (seen, _) = java_dump_at(&bootstrap, &topic, "read_committed");
+        committed.sort();
+        assert_eq!(values(&seen), encoded(committed), "TV{version}: {codes:?}");
+    }
+}
+
 /// The child of [`a_killed_transactional_producer_leaves_nothing_visible`]: opens a transaction,
 /// writes 40 records, prints CHILD-READY and waits to be killed. Runs only when the parent starts it.
 #[tokio::test]

@@ -120,7 +120,8 @@ pub enum ClientError {
     ProducerFenced {
         /// The transactional id, for a transactional producer.
         transactional_id: Option<String>,
-        /// The broker's code (PRODUCER_FENCED or INVALID_PRODUCER_EPOCH).
+        /// The broker's code: PRODUCER_FENCED or INVALID_PRODUCER_EPOCH, or INVALID_TXN_STATE
+        /// for a commit the coordinator found aborted with the next epoch (transaction version 2).
         code: ErrorCode,
     },
     /// The transaction stayed open longer than its `transaction_timeout_ms`, and the

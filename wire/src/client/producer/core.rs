@@ -1742,7 +1742,9 @@ impl ProducerCore {
     fn on_coordinator_error(&mut self, now: Instant, error: ClientError) {
         let code = error.code();
         let fenced_error = code.map(|code| self.fenced_error(now, code));
+        let tv2 = self.tv2;
         let Some(txn) = self.transaction.as_mut() else { return };
+        let committing = matches!(txn.op, Some((TxnOp::End { commit: true }, _)));
         txn.op_sent = false;
         match code {
             Some(ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE) => {
@@ -1756,11 +1758,18 @@ impl ProducerCore {
                 let error = fenced_error.unwrap_or(error);
                 self.fail_fatally(error);
             }
-            // Transaction version 2: the coordinator aborted the timed-out transaction and bumped
-            // the epoch itself, so the commit finds none in progress (Kafka 4.1 and 4.4 answer
-            // INVALID_TXN_STATE here, not a fencing code): name the timeout.
+            // Transaction version 2: the coordinator aborted this transaction and took the next
+            // epoch itself, at its timeout or because another producer with this transactional
+            // id called InitProducerId (a fence). A commit at the old epoch then looks like a
+            // retry of that abort (the coordinator's epoch is the request's plus one), so Kafka
+            // 4.x answers INVALID_TXN_STATE while the abort runs or after it, and
+            // PRODUCER_FENCED only once the newcomer's epoch is set (`endTransaction` in
+            // TransactionCoordinator.scala). Either way nothing was committed and this epoch
+            // is dead: fenced (or the timeout, named). Treating it as a plain failure made a
+            // fenced mirror worker try to abort with a producer that had failed and end the
+            // run instead of giving the partition up (CI, 2026-12-02).
             Some(ErrorCode::INVALID_TXN_STATE)
-                if matches!(fenced_error, Some(ClientError::TransactionTimedOut { .. })) =>
+                if (committing && tv2) || matches!(fenced_error, Some(ClientError::TransactionTimedOut { .. })) =>
             {
                 let error = fenced_error.unwrap_or(error);
                 self.fail_fatally(error);
@@ -2522,6 +2531,24 @@ mod tests {
         h
     }
 
+    /// AddPartitionsToTxn answered NONE for `partitions` of TOPIC.
+    fn add_ok(partitions: &[i32]) -> AddPartitionsToTxnResponse {
+        use crate::protocol::messages::add_partitions_to_txn as add;
+        AddPartitionsToTxnResponse {
+            throttle_time_ms: 0,
+            results: vec![add::AddPartitionsToTxnTopicResult {
+                name: TOPIC.to_string(),
+                partitions: partitions
+                    .iter()
+                    .map(|&partition_index| add::AddPartitionsToTxnPartitionResult {
+                        partition_index,
+                        error_code: ErrorCode::NONE,
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
     fn end_ok(epoch_after: Option<(i64, i16)>) -> EndTxnResponse {
         let (producer_id, producer_epoch) = epoch_after.unwrap_or((-1, -1));
         EndTxnResponse { throttle_time_ms: 0, error_code: ErrorCode::NONE, producer_id, producer_epoch }
@@ -2667,6 +2694,46 @@ mod tests {
             let (done, mut commit) = oneshot::channel();
             h.core.end_transaction(true, done);
             assert!(commit.try_recv().expect("answered").expect_err("refused").is_fenced());
+        }
+    }
+
+    /// Transaction version 2: a commit that reaches the coordinator after another producer's
+    /// InitProducerId aborted the transaction (or while that abort runs) is answered
+    /// INVALID_TXN_STATE, as a retry of the abort. It is a fence; below version 2 the same code
+    /// is no fence (the coordinator answers fenced producers PRODUCER_FENCED there).
+    #[test]
+    fn a_commit_refused_as_invalid_txn_state_after_a_fence_is_fenced_on_tv2_only() {
+        for tv2 in [true, false] {
+            let mut h = transactional(tv2);
+            h.core.begin_transaction().expect("begin");
+            let mut record = h.append(0, "a");
+            h.core.mark_all_flush();
+            let actions = h.poll();
+            if !tv2 {
+                h.core.on_add_partitions(h.now, Ok(add_ok(&[0])));
+            }
+            let sent = produced(&if tv2 { actions } else { h.poll() });
+            h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 0)]))));
+            assert!(record.try_recv().expect("answered").is_ok());
+            let (done, mut commit) = oneshot::channel();
+            h.core.end_transaction(true, done);
+            assert!(matches!(h.poll().as_slice(), [Action::EndTxn { .. }]));
+            let refused = EndTxnResponse {
+                throttle_time_ms: 0,
+                error_code: ErrorCode::INVALID_TXN_STATE,
+                producer_id: -1,
+                producer_epoch: -1,
+            };
+            h.core.on_end_txn(h.now, Ok(refused));
+            let error = commit.try_recv().expect("answered").expect_err("not committed");
+            assert_eq!(error.is_fenced(), tv2, "tv2={tv2}: {error:?}");
+            if tv2 {
+                assert!(
+                    matches!(error, ClientError::ProducerFenced { code: ErrorCode::INVALID_TXN_STATE, .. }),
+                    "{error:?}"
+                );
+                assert!(error.to_string().contains("another producer with the same transactional id"), "{error}");
+            }
         }
     }
 
