@@ -51,7 +51,7 @@ use bytes::Bytes;
 pub use tokio::sync::oneshot;
 use tokio::sync::Semaphore;
 
-use super::accumulator::{Appended, Completer};
+use super::accumulator::{Appended, Completer, CompressionRatios};
 use super::ConsumerGroupMetadata;
 use crate::client::{ClientError, ProduceRecord, TopicPartition};
 use crate::protocol::messages::add_offsets_to_txn::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
@@ -347,6 +347,9 @@ pub struct ProducerCore {
     transaction: Option<Transaction>,
     metadata_wanted: BTreeSet<String>,
     metadata_asked: Option<Instant>,
+    /// The compression estimates per topic, updated from each batch built; the accumulator
+    /// reads them to size the batches it opens.
+    ratios: Arc<CompressionRatios>,
 }
 
 impl ProducerCore {
@@ -387,7 +390,13 @@ impl ProducerCore {
             transaction,
             metadata_wanted: BTreeSet::new(),
             metadata_asked: None,
+            ratios: Arc::default(),
         }
+    }
+
+    /// The compression estimates this core keeps (for the producer's accumulator).
+    pub(crate) fn compression_ratios(&self) -> Arc<CompressionRatios> {
+        self.ratios.clone()
     }
 
     // Used by the tests and the fuzz target through the `unstable` feature only.
@@ -530,7 +539,7 @@ impl ProducerCore {
     /// is full, lingered, or a flush, close or transaction call wants it. Refused as a record
     /// would be (the producer closed, failed, or outside a transaction): its records fail.
     pub(crate) fn append_batch(&mut self, now: Instant, topic_partition: TopicPartition, appended: Appended) {
-        let Appended { builder, completer, memory, created } = appended;
+        let Appended { builder, completer, memory, created, .. } = appended;
         if let Some(error) = self.refusal() {
             self.memory.add_permits(memory);
             completer.failed(&error);
@@ -1225,7 +1234,14 @@ impl ProducerCore {
                 } else {
                     (-1, -1, -1)
                 };
-                if let Err(error) = encode(&mut batch, stamp) {
+                let uncompressed = batch.builder.as_ref().map(RecordBatchBuilder::uncompressed_size);
+                let encoded = encode(&mut batch, stamp);
+                if let (Ok(()), Some(uncompressed), Some((bytes, _))) = (&encoded, uncompressed, &batch.built) {
+                    if self.config.compression != Compression::None {
+                        self.ratios.observe(&tp.topic, uncompressed, bytes.len());
+                    }
+                }
+                if let Err(error) = encoded {
                     let error = ClientError::Records {
                         topic: tp.topic.clone(),
                         partition: tp.partition,
@@ -2394,7 +2410,7 @@ mod tests {
         use super::super::accumulator::Accumulator;
         let mut h = Harness::new(config(), false);
         h.init(7, 0);
-        let accumulator = Accumulator::new(16 * 1024, Compression::None, false);
+        let accumulator = Accumulator::new(16 * 1024, 1 << 20, Compression::None, false, h.core.compression_ratios());
         let record = |i: usize| ProduceRecord::new(None, Some(format!("r{i}").as_bytes())).with_timestamp(1000);
         let mut deliveries: Vec<_> =
             (0..4).map(|i| accumulator.append(TOPIC, 0, &record(i), 10).expect("appended")).collect();
@@ -2431,6 +2447,54 @@ mod tests {
         assert_eq!(delivered(&mut queued), Some(Err(ClientError::ProducerClosed.to_string())));
         assert_eq!(delivered(&mut open), Some(Err(ClientError::ProducerClosed.to_string())));
         assert!(matches!(accumulator.append(TOPIC, 0, &record(7), 10), Err(ClientError::ProducerClosed)));
+    }
+
+    #[test]
+    fn zstd_batches_of_the_accumulator_fill_batch_size_with_compressed_bytes() {
+        // As the Java producer: `batch_size` bounds a compressed batch's estimated compressed
+        // size, so once the estimate learnt how well the topic compresses, a batch holds more
+        // records than fit in `batch_size` uncompressed (and still about `batch_size` bytes).
+        use super::super::accumulator::Accumulator;
+        let batch_size = 4096;
+        let mut h = Harness::new(CoreConfig { compression: Compression::Zstd, ..config() }, false);
+        h.init(7, 0);
+        let accumulator = Accumulator::new(batch_size, 1 << 20, Compression::Zstd, false, h.core.compression_ratios());
+        let record = |i: usize| {
+            let value = format!("order {i:08} for customer {} in region {} status shipped ", i % 97, i % 7).repeat(3);
+            ProduceRecord::new(None, Some(value.as_bytes())).with_timestamp(1000)
+        };
+        let per_batch_uncompressed = batch_size / record_size(&record(0));
+        let (mut first, mut most, mut largest) = (None, 0, 0);
+        let mut offset = 0;
+        for round in 0..60 {
+            for i in 0..200 {
+                drop(accumulator.append(TOPIC, 0, &record(round * 200 + i), 10).expect("appended"));
+            }
+            for (tp, batch) in accumulator.take(h.now, Duration::from_millis(5), true).0 {
+                h.core.append_batch(h.now, tp, batch);
+            }
+            loop {
+                let actions = h.poll();
+                let mut any = false;
+                for action in &actions {
+                    let Action::Produce { id, request, .. } = action else { continue };
+                    any = true;
+                    let records = &request.topics[0].partitions[0].records;
+                    let count = RecordBatch::decode(records.clone()).expect("a valid batch").records_count;
+                    first.get_or_insert(count);
+                    most = most.max(count as usize);
+                    largest = largest.max(records.len());
+                    h.core.on_produce(h.now, *id, Ok(Some(answer(&[(0, ErrorCode::NONE, offset)]))));
+                    offset += i64::from(count);
+                }
+                if !any {
+                    break;
+                }
+            }
+        }
+        assert!(first.is_some_and(|first| first as usize <= per_batch_uncompressed + 1), "{first:?}: starts at 1.0");
+        assert!(most > 2 * per_batch_uncompressed, "at most {most} records, {per_batch_uncompressed} uncompressed");
+        assert!(largest <= batch_size, "a batch of {largest} bytes for a batch_size of {batch_size}");
     }
 
     #[test]

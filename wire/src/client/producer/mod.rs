@@ -82,8 +82,11 @@ pub struct ProducerConfig {
     pub acks: Acks,
     /// `linger.ms`: how long a batch waits for more records before it is sent; default 5 ms.
     pub linger: Duration,
-    /// `batch.size`: bytes (uncompressed) a batch collects before it is sent; default 16384.
-    /// A record larger than this gets a batch of its own.
+    /// `batch.size`: bytes a batch collects before it is sent; default 16384. With
+    /// compression, its estimated compressed bytes, as the Java producer counts (the estimate
+    /// per topic is learnt from the batches built; a compressed batch holds at most
+    /// `max_request_size` uncompressed bytes). A record larger than this gets a batch of its
+    /// own.
     pub batch_size: usize,
     /// `max.in.flight.requests.per.connection`: produce requests in flight per broker; default
     /// 5, at most 5 with idempotence (the broker remembers five batches per producer).
@@ -531,8 +534,13 @@ impl Producer {
             transaction_timeout: config.transaction_timeout,
         };
         let core = core::ProducerCore::new(core_config, memory.clone(), transaction_version >= 2);
-        let accumulator =
-            Arc::new(Accumulator::new(config.batch_size, config.compression, config.transactional_id.is_some()));
+        let accumulator = Arc::new(Accumulator::new(
+            config.batch_size,
+            config.max_request_size,
+            config.compression,
+            config.transactional_id.is_some(),
+            core.compression_ratios(),
+        ));
         let (commands, receiver) = mpsc::unbounded_channel();
         let driver = driver::Driver::new(client.clone(), core, accumulator.clone(), receiver, config.request_timeout);
         tokio::spawn(driver.run(config.linger));
