@@ -246,12 +246,8 @@ impl CompressionRatios {
             Some(estimate) => estimate,
             None => ratios.entry(topic.to_string()).or_insert(1.0),
         };
-        *estimate = if observed > *estimate {
-            observed.max(*estimate + 0.05)
-        } else {
-            observed.max(*estimate - 0.005)
-        }
-        .clamp(0.01, 1.0);
+        *estimate = if observed > *estimate { observed.max(*estimate + 0.05) } else { observed.max(*estimate - 0.005) }
+            .clamp(0.01, 1.0);
     }
 
     fn lock(&self) -> MutexGuard<'_, TopicMap<f32>> {
