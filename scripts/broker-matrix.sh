@@ -74,13 +74,17 @@ run_produce_suites() {
   local version="$1" tv=2
   [[ "$version" == 3.* ]] && tv=0
   run_suite "$version" produce env SLUICE_TV1_BROKER="$SLUICE_BROKER" SLUICE_BROKER_TRANSACTION_VERSION="$tv" \
-    cargo test --locked -q -p sluice-tests --test producer --test producer_faults --test producer_transactions \
+    cargo test --workspace --locked -q --test producer --test producer_faults --test producer_transactions \
     -- --skip leader_kill_9_neither_loses_nor_duplicates
 }
 
 broker() { SLUICE_BROKER_VERSION="$1" tests/kafka/broker.sh "${@:2}"; }
 
-cargo build --locked -q -p sluice --bin sluice
+# `--workspace` with `--test NAME`, not `-p PACKAGE`: the features are unified as in the main
+# `cargo test --workspace`, so .ci/run's build is reused. With `-p` each suite rebuilt the
+# crates under another feature set (about 5 of the CI part's 7 minutes). The suites build the
+# `sluice` binary they run themselves (CARGO_BIN_EXE_sluice).
+cargo test --workspace --locked -q --no-run
 for version in "${versions[@]}"; do
   say "== Kafka $version"
   broker "$version" fetch
@@ -90,16 +94,16 @@ for version in "${versions[@]}"; do
   for suite in "${suites[@]}"; do
     case "$suite" in
       consume)
-        run_suite "$version" consume cargo test --locked -q -p sluice-tests --test broker_consume --test broker_versions ;;
+        run_suite "$version" consume cargo test --workspace --locked -q --test broker_consume --test broker_versions ;;
       java)
-        run_suite "$version" java cargo test --locked -q -p sluice-tests --test java_differential ;;
+        run_suite "$version" java cargo test --workspace --locked -q --test java_differential ;;
       connector)
         # Kafka 3.x keeps serving a deleted topic's log by its topic id until the deletion is
         # done, so this test's assumption (the run sees the recreation before its window ends)
         # does not hold there: the run reads the old topic's window, correctly, and finishes.
         skip=()
         [[ "$version" == 3.* ]] && skip=(-- --skip topic_recreated_during_a_bounded_run_fails_it)
-        run_suite "$version" connector cargo test --locked -q -p sluice --test bounded "${skip[@]}" ;;
+        run_suite "$version" connector cargo test --workspace --locked -q --test bounded "${skip[@]}" ;;
       tls-sasl)
         certs="$ROOT/.kafka/versions/$version/secure/certs"
         cargo run -q --locked -p sluice-certs-tests --bin gen-certs -- "$certs" >/dev/null
