@@ -87,6 +87,10 @@ pub(crate) const BATCH_OVERHEAD: usize = 61 + 16;
 /// (CONCURRENT_TRANSACTIONS: the previous transaction is still being completed).
 const COORDINATOR_RETRY: Duration = Duration::from_millis(20);
 
+/// How often an EndTxn answered UNKNOWN_SERVER_ERROR is sent again before the producer fails
+/// (see `on_coordinator_error`: the error is transient while a fence is pending).
+const END_TXN_SERVER_ERROR_RETRIES: u32 = 5;
+
 /// The settings the core works with (the public `ProducerConfig`, validated).
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
@@ -1790,6 +1794,25 @@ impl ProducerCore {
                 let error = fenced_error.unwrap_or(error);
                 self.fail_fatally(error);
             }
+            // EndTxn racing another producer's InitProducerId: while the fence is pending
+            // (PrepareEpochFence, before it bumps the epoch) a commit passes the epoch check
+            // and then fails preparing its own transition, an IllegalStateException that Kafka
+            // answers as UNKNOWN_SERVER_ERROR (`endTransaction` -> `prepareAbortOrCommit` ->
+            // `prepareTransitionTo` "while it already a pending state"). Nothing was appended,
+            // and an EndTxn retry is always safe (a repeat of a transition that did happen is
+            // recognised by its epoch and answered as done), so retry a few times: once the
+            // fence lands the retry is answered PRODUCER_FENCED or INVALID_TXN_STATE and named
+            // as a fence. Failing at once made a fenced mirror worker end on a failed abort
+            // instead of giving its partition up (CI, 2026-12-03). A lasting server error
+            // still fails the producer, after END_TXN_SERVER_ERROR_RETRIES.
+            Some(ErrorCode::UNKNOWN_SERVER_ERROR)
+                if matches!(txn.op, Some((TxnOp::End { .. }, _))) && txn.op_attempts < END_TXN_SERVER_ERROR_RETRIES =>
+            {
+                txn.op_attempts += 1;
+                let delay = COORDINATOR_RETRY.max(self.config.retry.base_delay(txn.op_attempts));
+                tracing::warn!("ending the transaction of `{}` failed: {error}; retrying", txn.id);
+                txn.op_retry_at = Some(now + delay);
+            }
             _ if error.is_retriable() => {
                 txn.op_attempts += 1;
                 // The coordinator's broker unreachable, or gone from the metadata (killed:
@@ -2758,6 +2781,62 @@ mod tests {
             let (done, mut commit) = oneshot::channel();
             h.core.end_transaction(true, done);
             assert!(commit.try_recv().expect("answered").expect_err("refused").is_fenced());
+        }
+    }
+
+    /// EndTxn answered UNKNOWN_SERVER_ERROR: Kafka's answer to a commit that arrives while
+    /// another producer's fence is pending. The commit is sent again (not failed at once), and
+    /// the fence the retry meets is named as one; an error that lasts fails the producer after
+    /// END_TXN_SERVER_ERROR_RETRIES retries, naming the broker's code.
+    #[test]
+    fn an_end_txn_answered_unknown_server_error_is_retried_then_fenced_or_failed() {
+        let answer_code =
+            |code| EndTxnResponse { throttle_time_ms: 0, error_code: code, producer_id: -1, producer_epoch: -1 };
+        for tv2 in [true, false] {
+            for lasting in [false, true] {
+                let mut h = transactional(tv2);
+                h.core.begin_transaction().expect("begin");
+                let mut record = h.append(0, "a");
+                h.core.mark_all_flush();
+                let actions = h.poll();
+                if !tv2 {
+                    h.core.on_add_partitions(h.now, Ok(add_ok(&[0])));
+                }
+                let sent = produced(&if tv2 { actions } else { h.poll() });
+                h.core.on_produce(h.now, sent[0].0, Ok(Some(answer(&[(0, ErrorCode::NONE, 0)]))));
+                assert!(record.try_recv().expect("answered").is_ok());
+                let (done, mut commit) = oneshot::channel();
+                h.core.end_transaction(true, done);
+                assert!(matches!(h.poll().as_slice(), [Action::EndTxn { .. }]));
+                let mut sends = 1;
+                let error = loop {
+                    let code = if lasting || sends == 1 {
+                        ErrorCode::UNKNOWN_SERVER_ERROR
+                    } else {
+                        ErrorCode::PRODUCER_FENCED
+                    };
+                    h.core.on_end_txn(h.now, Ok(answer_code(code)));
+                    if let Ok(answered) = commit.try_recv() {
+                        break answered.expect_err("not committed");
+                    }
+                    assert!(h.poll().is_empty(), "the retry waits for its backoff");
+                    h.advance(Duration::from_secs(60));
+                    assert!(
+                        matches!(h.poll().as_slice(), [Action::EndTxn { request, .. }] if request.committed),
+                        "sent again"
+                    );
+                    sends += 1;
+                    assert!(sends < 20, "retried without end");
+                };
+                if lasting {
+                    assert_eq!(sends, END_TXN_SERVER_ERROR_RETRIES + 1, "tv2={tv2}");
+                    assert_eq!(error.code(), Some(ErrorCode::UNKNOWN_SERVER_ERROR), "{error:?}");
+                    assert!(!error.is_fenced(), "{error:?}");
+                } else {
+                    assert_eq!(sends, 2, "tv2={tv2}");
+                    assert!(error.is_fenced(), "tv2={tv2}: {error:?}");
+                }
+            }
         }
     }
 
