@@ -29,8 +29,12 @@ What counts as "a record of a moved partition processed":
   renamed into place after it is written and fsynced, before it is certified). The directory and
   partition files are polled every `--poll-ms` (25). Also reported: the first poll at which the
   certified `next_offset` advanced under the survivor ("cert").
-  A sluice epoch is cut after `epoch_max_ms` (200 here), so up to 200 ms of each figure is the
-  epoch's batching, by design.
+  The first epoch of a handed-over partition is cut as soon as it holds a record (not after
+  `epoch_max_ms`), so the figure is the read, the write and the certification.
+  Also from the survivors' own log lines (tracing's UTC timestamps, the same machine's clock):
+  "claimed" (`assigned T-N: reading from offset`: the group's assignment seen, the partition
+  claimed in the destination, its offsets listed) and "first records read" (`T-N handed over:
+  first records read`), which is the point comparable to the Java member's RECORD line.
 - Java: the first `RECORD <partition> <offset>` line of a moved partition printed by a surviving
   member, timestamped when Python reads the line (GroupMember flushes after every poll).
 
@@ -362,7 +366,7 @@ def trial(args, case, stop, run, workroot):
         # (1 s with KIP-848, 500 ms classic) in every run: the members started together.
         delay = random.uniform(0.3, 1.3)
         time.sleep(delay)
-        t0 = now()
+        t0, t0_wall = now(), time.time()
         victim.stop(stop)
         # Watch until every moved partition progressed under a survivor.
         resumed, resumed_cert = {}, {}
@@ -409,8 +413,20 @@ def trial(args, case, stop, run, workroot):
         reshuffled = [p for p, i in owners.items() if i != victim_index and final.get(p) != i]
         gaps = [max_gap(progress_times(system, members, observer, p), t0, end + 1.0) for p in nonmoved]
         base = [baseline_gap(progress_times(system, members, observer, p), t0 - 3.0, t0) for p in nonmoved]
+        claimed, read_first = {}, {}
+        if system == "sluice":
+            for i, m in enumerate(members):
+                if i != victim_index:
+                    survivor_marks(m.err.name, args.topic, moved, t0_wall, claimed, read_first)
         result = {
             "case": case, "stop": stop, "run": run, "victim": victim_index, "moved": moved,
+            # From the survivors' own log lines (tracing's UTC timestamps, this machine's clock):
+            # the claim done and offsets listed ("assigned P: reading from offset"), and the
+            # first records of a moved partition read ("handed over"), the point comparable to
+            # the Java member's first record printed.
+            "claimed_first_ms": 1000 * (min(claimed.values()) - t0_wall) if claimed else None,
+            "read_first_ms": 1000 * (min(read_first.values()) - t0_wall) if read_first else None,
+            "read_all_ms": 1000 * (max(read_first.values()) - t0_wall) if len(read_first) == len(moved) else None,
             "first_ms": 1000 * (min(resumed.values()) - t0) if resumed else None,
             "all_ms": 1000 * (max(resumed.values()) - t0) if len(resumed) == len(moved) else None,
             "cert_first_ms": 1000 * (min(resumed_cert.values()) - t0) if resumed_cert else None,
@@ -439,6 +455,35 @@ def trial(args, case, stop, run, workroot):
             shutil.rmtree(tdir, ignore_errors=True)
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z")
+
+
+def survivor_marks(path, topic, moved, t0_wall, claimed, read_first):
+    """The earliest time after t0 (wall clock) at which this survivor's log says it claimed,
+    and first read, each moved partition; merged into the dicts (earliest over survivors)."""
+    import calendar
+    marks = [(claimed, re.compile(rf"assigned {re.escape(topic)}-(\d+): reading from offset")),
+             (read_first, re.compile(rf"{re.escape(topic)}-(\d+) handed over: first records read"))]
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        line = ANSI.sub("", line)
+        stamp = LOG_TIME.match(line)
+        if not stamp:
+            continue
+        t = calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%dT%H:%M:%S")) + float(stamp.group(2) or 0)
+        if t <= t0_wall:
+            continue
+        for into, pattern in marks:
+            found = pattern.search(line)
+            if found and int(found.group(1)) in moved:
+                p = int(found.group(1))
+                into[p] = min(t, into.get(p, t))
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -452,9 +497,11 @@ def fmt(values):
 def table(results, cases, stops):
     lines = [
         "| case | stop | runs | first moved partition: median | worst | all moved: median | worst "
-        "| sluice cert advance: median | worst | non-moved max gap: median | worst | baseline gap (median) "
+        "| sluice cert advance: median | worst | sluice claimed: median | worst | sluice first records read: median "
+        "| worst | non-moved max gap: median | worst | baseline gap (median) "
         "| partitions reshuffled among survivors |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
     ]
     for case in cases:
         for stop in stops:
@@ -464,12 +511,15 @@ def table(results, cases, stops):
             first = fmt([r["first_ms"] for r in rs])
             all_ = fmt([r["all_ms"] for r in rs])
             cert = fmt([r["cert_first_ms"] for r in rs])
+            claimed = fmt([r.get("claimed_first_ms") for r in rs])
+            read = fmt([r.get("read_first_ms") for r in rs])
             gap = fmt([r["nonmoved_max_gap_ms"] for r in rs])
             base = fmt([r["baseline_max_gap_ms"] for r in rs])[0]
             incomplete = sum(1 for r in rs if r["all_ms"] is None)
             stop_name = stop if case.startswith("sluice") or stop == "kill" else "term (stdin EOF: close())"
             lines.append(f"| {case} | {stop_name} | {len(rs)}{f' ({incomplete} incomplete)' if incomplete else ''} "
                          f"| {first[0]} | {first[1]} | {all_[0]} | {all_[1]} | {cert[0]} | {cert[1]} "
+                         f"| {claimed[0]} | {claimed[1]} | {read[0]} | {read[1]} "
                          f"| {gap[0]} | {gap[1]} | {base} | {sum(len(r['reshuffled']) for r in rs)} |")
     return "\n".join(lines)
 

@@ -1191,6 +1191,18 @@ impl Session {
                 topic.schema_written = true;
             }
         }
+        if run.prompt {
+            // The end of a handover as this worker sees it (the rebalance pause ends when the
+            // epoch below is certified); `bench/group_pause.py` reads this line's time.
+            tracing::info!(
+                topic = %topic.name,
+                partition = p,
+                "{}-{p} handed over: first records read since its assignment (offsets {} to {})",
+                topic.name,
+                run.cut,
+                run.fetched - 1
+            );
+        }
         let rendered = run.rows.bytes().len();
         let epoch = QueuedEpoch {
             topic_index: t,

@@ -190,6 +190,13 @@ async fn workers_come_and_go(protocol: &str) {
     producer.finish();
     let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
     wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "final catch-up").await;
+    // The workers say when the first records of a partition handed to them came:
+    // `bench/group_pause.py` measures the rebalance pause by these lines.
+    let marked = workers.iter().any(|worker| {
+        let log = worker.stderr_text();
+        log.lines().any(|line| line.contains(&format!("{topic}-")) && line.contains(" handed over: first records read"))
+    });
+    assert!(marked, "no worker logged a handed-over partition's first records");
     for worker in workers {
         worker.terminate(Duration::from_secs(60));
     }
