@@ -71,14 +71,28 @@ mod armed {
         ARMED.get_or_init(|| parse(super::ENV))
     }
 
+    /// The calling thread's id (`/proc/thread-self` links to `<pid>/task/<tid>`), else the
+    /// process id.
+    fn this_thread_id() -> String {
+        std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|link| link.file_name().and_then(|tid| tid.to_str()).map(str::to_string))
+            .unwrap_or_else(|| std::process::id().to_string())
+    }
+
     pub fn point(name: &'static str) {
         if let Some((armed, count, stop)) = armed() {
             if armed == name && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *count {
                 if *stop {
                     eprintln!("sluice: fault point {name} reached ({count}); stopping (SIGSTOP)");
-                    // Every thread stops until SIGCONT; `kill` exits at once, and is reaped then.
-                    let stopped =
-                        std::process::Command::new("kill").args(["-STOP", &std::process::id().to_string()]).status();
+                    // Every thread stops until SIGCONT. The signal names this thread's id, not
+                    // the process id: a stop sent to the process is taken by a thread the kernel
+                    // picks (the main one, usually), and on a loaded machine this thread ran on
+                    // past the point (finishing the COPY it was to freeze in, committing it)
+                    // before that one was scheduled and stopped the process. The thread a signal
+                    // names takes it itself, before it returns from waiting for `kill`, as
+                    // `raise(3)` does. `kill` exits at once, and is reaped then.
+                    let stopped = std::process::Command::new("kill").args(["-STOP", &this_thread_id()]).status();
                     eprintln!("sluice: fault point {name}: continued ({stopped:?})");
                     return;
                 }

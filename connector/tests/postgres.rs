@@ -826,7 +826,25 @@ async fn a_worker_frozen_in_the_middle_of_a_copy_does_not_stall_the_next_owner()
         if in_copy == 1 {
             break;
         }
-        assert!(Instant::now() < deadline, "the frozen worker's session is not waiting in a COPY ({in_copy} sessions)");
+        if Instant::now() >= deadline {
+            let sessions: Vec<String> = watcher
+                .query(
+                    "SELECT format('%s %s %s/%s xact %s: %s', pid, state, wait_event_type, wait_event, \
+                     now() - xact_start, left(query, 80)) FROM pg_stat_activity WHERE application_name = $1",
+                    &[&format!("sluice {pid}")],
+                )
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get(0))
+                .collect();
+            panic!(
+                "the frozen worker's session is not waiting in a COPY ({in_copy} sessions); its sessions: \
+                 {sessions:#?}\nits log:\n{}\nthe other worker's log:\n{}",
+                frozen.stderr_text(),
+                survivor.stderr_text()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mine = |owner: &str| owner.contains(&format!("-{pid}-"));
