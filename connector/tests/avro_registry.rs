@@ -15,7 +15,8 @@
 //! must hold (`produce_avro.py --rows`, computed with Python's own date and base64 formatting);
 //! a second schema version with the same fields continues the run; an unframed record, an
 //! unknown schema id fail with their coordinates, or become dead letters with
-//! `on_malformed: dead_letter`; a tombstone stays a tombstone.
+//! `on_malformed: dead_letter`; a tombstone stays a tombstone. A value schema built from schema
+//! references (a chain of three subjects, `produce_avro_references.py`) reads as Python wrote it.
 //!
 //! Needs: the broker (`SLUICE_BROKER`), the registry (`SLUICE_REGISTRY`, default
 //! `http://127.0.0.1:18081`) and a Python with `confluent-kafka[avro,schemaregistry]`
@@ -67,6 +68,29 @@ fn python() -> Option<String> {
             None
         }
     }
+}
+
+/// What each test here needs: the broker's client, the registry's URL, a Python with Confluent's
+/// serializers, and a new one-partition topic named after `prefix`.
+struct Setup {
+    client: sluice_wire::Client,
+    url: String,
+    python: String,
+    topic: String,
+}
+
+/// [`Setup`], or `None` when the broker, the registry or the Python packages are missing (a
+/// failure under `CI=true`).
+async fn setup(prefix: &str) -> Option<Setup> {
+    let client = sluice_tests::client().await?;
+    let url = registry_url();
+    if !registry_reachable(&url).await {
+        return None;
+    }
+    let python = python()?;
+    let topic = sluice_tests::unique_topic(prefix);
+    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    Some(Setup { client, url, python, topic })
 }
 
 async fn registry_reachable(url: &str) -> bool {
@@ -164,14 +188,7 @@ fn same(actual: &Json, expected: &Json) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn avro_from_confluent_python_serializer_decodes_field_by_field() {
-    let Some(client) = sluice_tests::client().await else { return };
-    let url = registry_url();
-    if !registry_reachable(&url).await {
-        return;
-    }
-    let Some(python) = python() else { return };
-    let topic = sluice_tests::unique_topic("avro-python");
-    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let Some(Setup { client, url, python, topic }) = setup("avro-python").await else { return };
     let script = sluice_tests::repo_root().join("tests/registry/produce_avro.py");
     let count = 12;
     let output = Command::new(&python)
@@ -250,14 +267,20 @@ async fn avro_from_confluent_python_serializer_decodes_field_by_field() {
 
 /// `produce_avro.py` with `args` after bootstrap, registry and topic; its stdout lines as JSON.
 fn produce_with_python(python: &str, url: &str, topic: &str, args: &[&str]) -> Vec<Json> {
-    let script = sluice_tests::repo_root().join("tests/registry/produce_avro.py");
+    run_producer_script(python, "produce_avro.py", url, topic, args)
+}
+
+/// `tests/registry/<script>` with `args` after bootstrap, registry and topic; its stdout lines
+/// as JSON.
+fn run_producer_script(python: &str, script: &str, url: &str, topic: &str, args: &[&str]) -> Vec<Json> {
+    let path = sluice_tests::repo_root().join("tests/registry").join(script);
     let output = Command::new(python)
-        .arg(&script)
+        .arg(&path)
         .args([sluice_tests::broker_address().as_str(), url, topic])
         .args(args)
         .output()
-        .expect("run produce_avro.py");
-    assert!(output.status.success(), "produce_avro.py failed: {}", String::from_utf8_lossy(&output.stderr));
+        .unwrap_or_else(|error| panic!("run {script}: {error}"));
+    assert!(output.status.success(), "{script} failed: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
 
@@ -275,6 +298,20 @@ fn same_in_row(actual: &Json, expected: &Json) -> bool {
         }
         _ => actual == expected,
     }
+}
+
+/// `row` (at `index`) holds the transport and metadata columns and exactly the columns of
+/// `want`, each [`same_in_row`] as what Python serialized.
+fn assert_row_holds(index: usize, row: &Json, want: &Json) {
+    let want = want.as_object().unwrap();
+    for (name, value) in want {
+        assert!(
+            same_in_row(&row[name], value),
+            "offset {index} column {name}: Sluice wrote {} but Python serialized {value}",
+            row[name]
+        );
+    }
+    assert_eq!(row.as_object().unwrap().len(), 8 + want.len(), "{row}");
 }
 
 fn avro_config(dir: &std::path::Path, topic: &str, url: &str, extra: Json) -> std::path::PathBuf {
@@ -299,14 +336,7 @@ async fn subject_versions(url: &str, subject: &str) -> Json {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_read_writes_avro_records_as_typed_columns() {
-    let Some(client) = sluice_tests::client().await else { return };
-    let url = registry_url();
-    if !registry_reachable(&url).await {
-        return;
-    }
-    let Some(python) = python() else { return };
-    let topic = sluice_tests::unique_topic("avro-read");
-    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let Some(Setup { client, url, python, topic }) = setup("avro-read").await else { return };
     let mut expected = produce_with_python(&python, &url, &topic, &["12", "--rows"]);
     // A second version of the schema (a `doc` added: a new id, the same fields) continues the run.
     expected.extend(produce_with_python(&python, &url, &topic, &["3", "--rows", "--doc"]));
@@ -324,16 +354,7 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
         assert_eq!(row["offset"], json!(index), "{row}");
         assert_eq!(row["tombstone"], json!(false));
         assert_eq!(row["_sluice_key"], json!({"utf8": format!("k{}", index % 12)}), "{row}");
-        let want = want.as_object().unwrap();
-        for (name, value) in want {
-            assert!(
-                same_in_row(&row[name], value),
-                "offset {index} column {name}: Sluice wrote {} but Python serialized {value}",
-                row[name]
-            );
-        }
-        // Transport and metadata columns, then exactly the schema's fields.
-        assert_eq!(row.as_object().unwrap().len(), 8 + want.len(), "{row}");
+        assert_row_holds(index, row, want);
     }
     let tombstone = rows.last().unwrap();
     assert_eq!(tombstone["tombstone"], json!(true));
@@ -394,14 +415,7 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unframed_and_unknown_records_fail_with_coordinates_or_become_dead_letters() {
-    let Some(client) = sluice_tests::client().await else { return };
-    let url = registry_url();
-    if !registry_reachable(&url).await {
-        return;
-    }
-    let Some(python) = python() else { return };
-    let topic = sluice_tests::unique_topic("avro-bad");
-    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let Some(Setup { client, url, python, topic }) = setup("avro-bad").await else { return };
     let expected = produce_with_python(&python, &url, &topic, &["2", "--rows"]);
     // Offset 2: plain JSON, not framed; offset 3: framed with an id the registry never gave
     // out; offset 4: a tombstone; offset 5: a good record again.
@@ -460,15 +474,8 @@ async fn unframed_and_unknown_records_fail_with_coordinates_or_become_dead_lette
 /// output equals what Python serialized.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn avro_into_postgres_gets_typed_columns() {
-    let Some(client) = sluice_tests::client().await else { return };
-    let url = registry_url();
-    if !registry_reachable(&url).await {
-        return;
-    }
-    let Some(python) = python() else { return };
+    let Some(Setup { client: _, url, python, topic }) = setup("avro-pg").await else { return };
     let Some(db) = sluice_tests::postgres::database().await else { return };
-    let topic = sluice_tests::unique_topic("avro-pg");
-    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
     let expected = produce_with_python(&python, &url, &topic, &["3", "--rows"]);
     let dir = common::temp_dir("avro-pg");
     let config = avro_config(&dir, &topic, &url, json!({}));
@@ -523,6 +530,52 @@ async fn avro_into_postgres_gets_typed_columns() {
     }
 }
 
+/// Schema references through `sluice read`: Python's `AvroSerializer` writes records whose
+/// value schema (`shop.Order`) names `shop.Line` from another subject, which names `shop.Color`
+/// from a third (`tests/registry/produce_avro_references.py`); `shop.Order` also uses
+/// `shop.Color`, which it only gets through `shop.Line`. Sluice fetches the chain depth first
+/// and every row holds what Python serialized: the referenced record as a json column, an array
+/// of them, and a `["null", shop.Color]` union as a nullable string.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_schema_built_from_references_is_read_as_python_wrote_it() {
+    let Some(Setup { client: _, url, python, topic }) = setup("avro-references").await else { return };
+    let expected = run_producer_script(&python, "produce_avro_references.py", &url, &topic, &["9"]);
+    assert_eq!(expected.len(), 9);
+    // The registered value schema names only its direct reference; the rest is the chain.
+    let http = sluice_wire::http::HttpClient::new(sluice_wire::http::HttpConfig::default());
+    let request =
+        sluice_wire::http::HttpRequest::get(&format!("{url}/subjects/{topic}-value/versions/latest")).unwrap();
+    let registered: Json = serde_json::from_slice(&http.send(request).await.expect("registry answers").body).unwrap();
+    assert_eq!(
+        registered["references"],
+        json!([{"name": "shop.Line", "subject": format!("{topic}-line"), "version": 1}]),
+        "{registered}"
+    );
+
+    let dir = common::temp_dir("avro-references");
+    let dest = dir.join("out");
+    let config = avro_config(&dir, &topic, &url, json!({}));
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(rows.len(), expected.len(), "rows: {rows:?}");
+    for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
+        assert_row_holds(index, row, want);
+    }
+    assert!(rows.iter().any(|row| row["favourite"].is_null()) && rows.iter().any(|row| row["favourite"].is_string()));
+    let schema = common::read_schema(&dest, &topic).expect("schema.json");
+    let payload: Vec<&Json> = schema["columns"].as_array().unwrap().iter().skip(8).collect();
+    assert_eq!(
+        payload,
+        [
+            &json!({"name": "id", "type": "string"}),
+            &json!({"name": "line", "type": "json"}),
+            &json!({"name": "lines", "type": "json"}),
+            &json!({"name": "favourite", "type": "string"}),
+        ],
+        "{schema}"
+    );
+}
+
 /// `format: json_schema`: records written by Confluent's Python `JSONSerializer`
 /// (`tests/registry/produce_json_schema.py`, which prints what it serialized) through the real
 /// broker; the framing stripped and the JSON as columns, compared with Python's values column by
@@ -531,24 +584,9 @@ async fn avro_into_postgres_gets_typed_columns() {
 /// naming both types), a tombstone stays a tombstone, and the records after them are rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_schema_records_from_confluent_python_serializer_become_columns() {
-    let Some(client) = sluice_tests::client().await else { return };
-    let url = registry_url();
-    if !registry_reachable(&url).await {
-        return;
-    }
-    let Some(python) = python() else { return };
-    let topic = sluice_tests::unique_topic("json-schema-read");
-    client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
+    let Some(Setup { client, url, python, topic }) = setup("json-schema-read").await else { return };
     let script = sluice_tests::repo_root().join("tests/registry/produce_json_schema.py");
-    let produce = |count: &str| -> Vec<Json> {
-        let output = Command::new(&python)
-            .arg(&script)
-            .args([sluice_tests::broker_address().as_str(), url.as_str(), topic.as_str(), count])
-            .output()
-            .expect("run produce_json_schema.py");
-        assert!(output.status.success(), "produce_json_schema.py: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8(output.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect()
-    };
+    let produce = |count: &str| run_producer_script(&python, "produce_json_schema.py", &url, &topic, &[count]);
     let mut expected = produce("8");
     let registered = Command::new(&python)
         .arg(&script)
