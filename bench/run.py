@@ -665,7 +665,9 @@ def main():
     datasets = [scaled(d, args.scale) for d in DATASETS]
     consumer_sets = [d for d in datasets if d["name"] in wanted]
     connector_set = next(d for d in datasets if d["name"] == CONNECTOR_DATASET)
-    make_datasets(args.bootstrap, consumer_sets + ([connector_set] if connector else []))
+    # The decode section captures the connector's dataset too.
+    decode = "decode" in args.sections
+    make_datasets(args.bootstrap, consumer_sets + ([connector_set] if connector or decode else []))
 
     rows = []
     decode_rows = []
@@ -676,7 +678,7 @@ def main():
         if connector:
             with tempfile.TemporaryDirectory(prefix="connector-", dir=os.path.join(BENCH, "results")) as scratch:
                 connector_runs(args.bootstrap, connector_set, args.runs, args.warmup, args.variants, rows, scratch)
-        if "decode" in args.sections:
+        if decode:
             decode_rows = decode_bench(args.bootstrap, consumer_sets + [connector_set])
     finally:
         if rows:
