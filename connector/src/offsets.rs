@@ -27,6 +27,17 @@ pub const DEFAULT_OFFSETS_TOPIC: &str = "_sluice_offsets";
 /// How long reading a key back may take before the job gives up.
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The segment settings of an offsets topic Sluice creates. A job reads the whole partition at
+/// every start (and a group worker at every assignment), and compaction never touches the
+/// active segment: with the broker's defaults (7 days, 1 GiB) a busy job, appending its
+/// position once per chunk, would read up to a week or a GiB of superseded positions each time.
+/// Rolled hourly or at 64 MiB, compaction keeps what a start reads to about the last hour.
+const SEGMENT_MS: &str = "3600000";
+const SEGMENT_BYTES: &str = "67108864";
+
+/// Above this `segment.ms` an existing offsets topic gets a warning (see [`SEGMENT_MS`]).
+const SEGMENT_MS_WARNING: u64 = 24 * 3600 * 1000;
+
 /// Why the offsets topic could not be used. The callers turn it into their own error, with the
 /// remedy in their own options' names.
 #[derive(Debug)]
@@ -93,9 +104,15 @@ pub async fn ensure_offsets_topic(
         None => {
             // Three replicas where the cluster has three brokers (the metadata just loaded).
             let replicas = client.metadata().brokers.len().clamp(1, 3) as i16;
-            let new = NewTopic::new(topic, 1, replicas).config("cleanup.policy", "compact");
+            let new = NewTopic::new(topic, 1, replicas)
+                .config("cleanup.policy", "compact")
+                .config("segment.ms", SEGMENT_MS)
+                .config("segment.bytes", SEGMENT_BYTES);
             match client.create_topic(&new).await {
-                Ok(_) => tracing::info!(topic, "created the offsets topic {topic} (compacted, 1 partition)"),
+                Ok(_) => tracing::info!(
+                    topic,
+                    "created the offsets topic {topic} (compacted, 1 partition, segments rolled hourly or at 64 MiB)"
+                ),
                 Err(error) if error.code() == Some(ErrorCode::TOPIC_ALREADY_EXISTS) => {}
                 Err(error) => {
                     return Err(client_error(format!(
@@ -113,13 +130,14 @@ pub async fn ensure_offsets_topic(
 
 /// Refuses an offsets topic that is not compacted (one made by hand, or by another tool): with
 /// `delete` alone, retention removes positions, and exactly once is then lost at the next
-/// restart. Without the right to describe its configuration (an ACL), a warning says so.
+/// restart. Without the right to describe its configuration (an ACL), a warning says so; a
+/// `segment.ms` over a day gets a warning too (see [`SEGMENT_MS`]).
 async fn check_compacted(client: &Client, topic: &str) -> Result<(), OffsetsError> {
     // A topic just created (here, or by another worker starting at the same moment) is not yet
     // in every broker's metadata: the one asked may answer UNKNOWN_TOPIC_OR_PARTITION for a while.
     let deadline = Instant::now() + Duration::from_secs(15);
     let described = loop {
-        match client.describe_topic_config(topic, &["cleanup.policy"]).await {
+        match client.describe_topic_config(topic, &["cleanup.policy", "segment.ms"]).await {
             Err(error) if error.code() == Some(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION) && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -139,10 +157,22 @@ async fn check_compacted(client: &Client, topic: &str) -> Result<(), OffsetsErro
         Err(error) => return Err(client_error(format!("describing the offsets topic {topic}"))(error)),
     };
     let policy = config.get("cleanup.policy").cloned().flatten().unwrap_or_else(|| "delete".to_string());
-    if policy.split(',').any(|part| part.trim() == "compact") {
-        return Ok(());
+    if !policy.split(',').any(|part| part.trim() == "compact") {
+        return Err(OffsetsError::NotCompacted { topic: topic.to_string(), policy });
     }
-    Err(OffsetsError::NotCompacted { topic: topic.to_string(), policy })
+    let segment_ms = config.get("segment.ms").cloned().flatten().and_then(|ms| ms.trim().parse::<u64>().ok());
+    if let Some(ms) = segment_ms.filter(|ms| *ms > SEGMENT_MS_WARNING) {
+        tracing::warn!(
+            topic,
+            segment_ms = ms,
+            "the offsets topic {topic} rolls its segments every {} hours (segment.ms={ms}); compaction never \
+             touches the active segment, so every start reads all the positions written since the last roll: set \
+             segment.ms={SEGMENT_MS} (kafka-configs.sh --alter --entity-type topics --entity-name {topic} \
+             --add-config segment.ms={SEGMENT_MS})",
+            ms / 3_600_000
+        );
+    }
+    Ok(())
 }
 
 /// The last committed record with `key` in `partition`: its value (`None` for a tombstone) and

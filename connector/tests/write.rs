@@ -188,8 +188,10 @@ async fn rows_of_sluice_read_write_back_the_same_records() {
 }
 
 /// An offsets topic made by hand without compaction: retention would delete positions, so the
-/// run refuses it before writing anything (read with DescribeConfigs from the real broker); the
-/// one `sluice write` creates itself, compacted, passes the same check.
+/// run refuses it before writing anything (read with DescribeConfigs from the real broker); one
+/// made compacted with the broker's 7-day `segment.ms` is used, with a warning naming the fix;
+/// the one `sluice write` creates itself is compacted and rolls its segments hourly (so every
+/// start reads about an hour of positions, not a week's), and passes the same check quietly.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_offsets_topic_that_is_not_compacted_is_refused() {
     let Some(client) = sluice_tests::client().await else { return };
@@ -207,8 +209,30 @@ async fn an_offsets_topic_that_is_not_compacted_is_refused() {
     // Compacted and deleting both is compacted: accepted.
     let both = create_topic(&client, "write-offsets-both", 1, &[("cleanup.policy", "compact,delete")]).await;
     let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--offsets-topic", both.as_str()];
-    sluice_write(&config, &topic, &input, &args, &[]).assert_success();
+    let run = sluice_write(&config, &topic, &input, &args, &[]);
+    run.assert_success();
     assert_eq!(committed_values(&topic).values().map(Vec::len).sum::<usize>(), 10);
+    assert!(
+        run.stderr
+            .contains(&format!("the offsets topic {both} rolls its segments every 168 hours (segment.ms=604800000)"))
+            && run.stderr.contains("--add-config segment.ms=3600000"),
+        "{}",
+        run.stderr
+    );
+
+    let other = create_topic(&client, "write-policy-other", 1, &[]).await;
+    let created = sluice_tests::unique_topic("write-offsets-new");
+    let args = ["--commit-mode", "exactly_once", "--key-field", "id", "--offsets-topic", created.as_str()];
+    let run = sluice_write(&config, &other, &input, &args, &[]);
+    run.assert_success();
+    assert!(!run.stderr.contains("rolls its segments"), "{}", run.stderr);
+    let configs = client.describe_topic_config(&created, &["cleanup.policy", "segment.ms", "segment.bytes"]).await;
+    let configs = configs.expect("describe the created offsets topic");
+    let value = |name: &str| configs.get(name).cloned().flatten();
+    assert_eq!(value("cleanup.policy").as_deref(), Some("compact"), "{configs:?}");
+    assert_eq!(value("segment.ms").as_deref(), Some("3600000"), "{configs:?}");
+    assert_eq!(value("segment.bytes").as_deref(), Some("67108864"), "{configs:?}");
+    assert_eq!(committed_values(&other).values().map(Vec::len).sum::<usize>(), 10);
 }
 
 #[tokio::test(flavor = "multi_thread")]
