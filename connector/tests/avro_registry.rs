@@ -325,10 +325,10 @@ fn avro_config(dir: &std::path::Path, topic: &str, url: &str, extra: Json) -> st
     common::write_config(dir, fields)
 }
 
-/// The versions registered under `subject`, asked of the registry directly.
-async fn subject_versions(url: &str, subject: &str) -> Json {
+/// `GET <url><path>` of the registry, asked directly (not through Sluice's client): its JSON.
+async fn registry_get(url: &str, path: &str) -> Json {
     let http = sluice_wire::http::HttpClient::new(sluice_wire::http::HttpConfig::default());
-    let request = sluice_wire::http::HttpRequest::get(&format!("{url}/subjects/{subject}/versions")).unwrap();
+    let request = sluice_wire::http::HttpRequest::get(&format!("{url}{path}")).unwrap();
     let response = http.send(request).await.expect("registry answers");
     assert_eq!(response.status, 200, "{}", response.body_excerpt(200));
     serde_json::from_slice(&response.body).unwrap()
@@ -340,7 +340,8 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
     let mut expected = produce_with_python(&python, &url, &topic, &["12", "--rows"]);
     // A second version of the schema (a `doc` added: a new id, the same fields) continues the run.
     expected.extend(produce_with_python(&python, &url, &topic, &["3", "--rows", "--doc"]));
-    assert_eq!(subject_versions(&url, &format!("{topic}-value")).await, json!([1, 2]), "two schema versions");
+    let versions = registry_get(&url, &format!("/subjects/{topic}-value/versions")).await;
+    assert_eq!(versions, json!([1, 2]), "two schema versions");
     // A tombstone stays a tombstone.
     common::produce(&client, &topic, 0, &[common::record(Some("gone"), None)]).await;
 
@@ -542,10 +543,7 @@ async fn a_value_schema_built_from_references_is_read_as_python_wrote_it() {
     let expected = run_producer_script(&python, "produce_avro_references.py", &url, &topic, &["9"]);
     assert_eq!(expected.len(), 9);
     // The registered value schema names only its direct reference; the rest is the chain.
-    let http = sluice_wire::http::HttpClient::new(sluice_wire::http::HttpConfig::default());
-    let request =
-        sluice_wire::http::HttpRequest::get(&format!("{url}/subjects/{topic}-value/versions/latest")).unwrap();
-    let registered: Json = serde_json::from_slice(&http.send(request).await.expect("registry answers").body).unwrap();
+    let registered = registry_get(&url, &format!("/subjects/{topic}-value/versions/latest")).await;
     assert_eq!(
         registered["references"],
         json!([{"name": "shop.Line", "subject": format!("{topic}-line"), "version": 1}]),
