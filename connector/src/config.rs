@@ -92,7 +92,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use sluice_wire::RetryPolicy;
+use sluice_wire::{Compression, ProducerConfig, RetryPolicy};
 
 use crate::destination::{DestinationTarget, PostgresSettings};
 use crate::json::{parse_strict, JsonError};
@@ -412,6 +412,22 @@ impl NetworkLimits {
             Duration::from_millis(self.retry_backoff_max_ms),
             Duration::from_millis(self.retry_budget_ms),
         )
+    }
+
+    /// The producer settings for a connection with these limits (`sluice write`, `sluice
+    /// mirror`): its requests wait `request_timeout_ms` and retry with the connection's backoff,
+    /// and a record may take `retry_budget_ms` from `send` to its answer (`delivery.timeout.ms`;
+    /// at least linger plus the request timeout). Before, the producer kept the library's
+    /// defaults whatever the connection said, so a short `request_timeout_ms` or budget chosen
+    /// to notice an outage quickly did not apply to anything the producer sent.
+    pub fn producer_config(&self, compression: Compression) -> ProducerConfig {
+        let config = ProducerConfig::default()
+            .with_compression(compression)
+            .with_request_timeout(Duration::from_millis(self.request_timeout_ms))
+            .with_retry(self.retry_policy());
+        let floor = config.linger + config.request_timeout;
+        let delivery = Duration::from_millis(self.retry_budget_ms).max(floor);
+        config.with_delivery_timeout(delivery)
     }
 }
 

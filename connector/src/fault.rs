@@ -33,6 +33,7 @@
 //! | `mirror.begun` | `sluice mirror`: producer started (exactly once: transactions initialised), positions loaded and checked, nothing fetched |
 //! | `mirror.records.sent` | ... a chunk's records handed to the producer, positions not yet sent |
 //! | `mirror.position.sent` | ... the chunk's positions handed to the producer (at least once: its records acknowledged), not committed |
+//! | `mirror.flushed` | ... exactly once, one process: the chunk's records and positions acknowledged, the commit not yet sent |
 //! | `mirror.committed` | ... the chunk's transaction committed (at least once: its positions acknowledged), not yet counted |
 
 /// The environment variable that arms one point.

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sluice_wire::{
     Client, ClientError, Compression, Consumer, DeliveryFuture, ErrorCode, IsolationLevel, NewTopic, OffsetSpec,
-    ProduceRecord, Producer, ProducerConfig, TopicPartition,
+    ProduceRecord, Producer, TopicPartition,
 };
 
 use crate::config::{Config, ConfigError, GroupSettings, GROUP_FIELDS};
@@ -83,6 +83,7 @@ const MIRROR_FIELDS: &[&str] = &[
     "job_id",
     "chunk_records",
     "chunk_ms",
+    "transaction_timeout_ms",
     "compression",
 ];
 
@@ -114,6 +115,9 @@ pub struct MirrorConfig {
     pub job_id: Option<String>,
     pub chunk_records: u64,
     pub chunk_ms: u64,
+    /// `transaction.timeout.ms` of the target producers (`exactly_once`): a chunk's transaction
+    /// still open this long after it began is aborted by the coordinator.
+    pub transaction_timeout_ms: u64,
     pub compression: Compression,
     /// Continuous workers sharing the source partitions through this consumer group
     /// ([`crate::mirror_group`]); `None`: one process mirrors every partition.
@@ -237,6 +241,17 @@ impl MirrorConfig {
         }
         let chunk_records = number(&mut fields, "chunk_records", 1000, 1 << 20)?;
         let chunk_ms = number(&mut fields, "chunk_ms", 200, 60_000)?;
+        // Kafka's `transaction.max.timeout.ms` is 15 minutes unless raised.
+        let transaction_timeout_ms = number(&mut fields, "transaction_timeout_ms", 60_000, 3_600_000)?;
+        if transaction_timeout_ms <= chunk_ms {
+            return Err(invalid(
+                "transaction_timeout_ms",
+                format!(
+                    "`transaction_timeout_ms` ({transaction_timeout_ms}) must be above `chunk_ms` ({chunk_ms}): a \
+                     chunk's transaction stays open at least that long"
+                ),
+            ));
+        }
         let compression = match string(&mut fields, "compression")?.as_deref() {
             None | Some("none") => Compression::None,
             Some("gzip") => Compression::Gzip,
@@ -262,9 +277,19 @@ impl MirrorConfig {
             job_id,
             chunk_records,
             chunk_ms,
+            transaction_timeout_ms,
             compression,
             group,
         })
+    }
+
+    /// The settings of a transactional target producer with this transactional id.
+    pub(crate) fn transactional_producer_config(&self, transactional_id: String) -> sluice_wire::ProducerConfig {
+        self.target
+            .network
+            .producer_config(self.compression)
+            .with_transactional_id(transactional_id)
+            .with_transaction_timeout(Duration::from_millis(self.transaction_timeout_ms))
     }
 
     /// The target topic of `source_topic`.
@@ -410,6 +435,9 @@ pub enum MirrorError {
     /// A group worker's producer of a partition was fenced, and the group still assigns the
     /// partition to it.
     FencedInGroup { partition: String, job_id: String },
+    /// After a failed producer was replaced, the job's stored positions were neither those
+    /// before the chunk nor those after it.
+    PositionsMoved { job_id: String, offsets_topic: String },
 }
 
 impl fmt::Display for MirrorError {
@@ -487,6 +515,13 @@ impl fmt::Display for MirrorError {
                  assigns {partition} to this worker: a transaction timed out, or another process mirrors job \
                  {job_id} outside the group. Restart this worker; if it happens again, look for a second mirror of \
                  the same `job_id` without `group_id`"
+            ),
+            MirrorError::PositionsMoved { job_id, offsets_topic } => write!(
+                f,
+                "the positions of job {job_id} in {offsets_topic} changed under this run: after its producer failed \
+                 and was replaced, they were neither the ones it had committed nor the ones of the chunk it was \
+                 committing, so another process writes them. Stop every other `sluice mirror` (or program) that \
+                 writes job {job_id}'s key, then restart this one"
             ),
         }
     }
@@ -668,11 +703,11 @@ pub async fn mirror(
         };
         return crate::mirror_group::run(config, group, plan, stop, progress).await;
     }
-    let mut producer_config = ProducerConfig::default().with_compression(config.compression);
+    let mut producer_config = config.target.network.producer_config(config.compression);
     if exactly_once {
-        producer_config = producer_config.with_transactional_id(job_id.clone());
+        producer_config = config.transactional_producer_config(job_id.clone());
     }
-    let producer =
+    let mut producer =
         Producer::new(target.clone(), producer_config).await.map_err(client_error("starting the target producer"))?;
     if exactly_once {
         producer.init_transactions().await.map_err(client_error(format!("init_transactions for job {job_id}")))?;
@@ -697,6 +732,9 @@ pub async fn mirror(
         })?),
     };
     summary.resumed = stored.is_some();
+    // What the offsets topic holds for the job: how a chunk whose producer failed ended is read
+    // against it (`replace_failed_producer`).
+    let mut last_committed = stored.clone();
     let mut positions = stored.clone().unwrap_or(Positions {
         version: 1,
         source_cluster_id: source_cluster.clone(),
@@ -872,6 +910,11 @@ pub async fn mirror(
             let delivery = producer.send_to(&offsets_partition, record).await?;
             fault::point("mirror.position.sent");
             if in_transaction {
+                // Everything of the chunk acknowledged before the commit is sent (the commit
+                // would wait for it too), so that `mirror.flushed` is the moment when only the
+                // EndTxn is left: a fault there leaves a chunk that may have committed.
+                producer.flush().await?;
+                fault::point("mirror.flushed");
                 producer.commit_transaction().await?;
                 in_transaction = false;
             } else {
@@ -885,6 +928,9 @@ pub async fn mirror(
                 failures_in_a_row = 0;
                 if pending != positions {
                     fault::point("mirror.committed");
+                    if exactly_once {
+                        last_committed = Some(pending.clone());
+                    }
                     positions = pending;
                     summary.records += records;
                     summary.chunks += 1;
@@ -898,14 +944,63 @@ pub async fn mirror(
                 return Err(MirrorError::TopicRecreated { topic, job_id, stored: old_id, current: new_id });
             }
             Err(error) => {
-                if error.is_fenced() {
+                // A transaction open longer than `transaction_timeout_ms` (the process paused,
+                // or the target unreachable that long) was aborted by the coordinator, which
+                // took the producer's epoch: that producer is done, but no other instance
+                // fenced it. (If one did, the positions read back below are not ours.)
+                let timed_out = matches!(error, ClientError::TransactionTimedOut { .. });
+                if error.is_fenced() && !timed_out {
                     return Err(client_error(format!("mirroring a chunk of job {job_id}"))(error));
                 }
-                if in_transaction {
-                    producer
-                        .abort_transaction()
-                        .await
-                        .map_err(client_error(format!("aborting the failed chunk of job {job_id} ({error})")))?;
+                let mut replace = timed_out;
+                if in_transaction && !timed_out {
+                    if let Err(abort_error) = producer.abort_transaction().await {
+                        if abort_error.is_fenced() && !matches!(abort_error, ClientError::TransactionTimedOut { .. }) {
+                            return Err(client_error(format!("aborting the failed chunk of job {job_id} ({error})"))(
+                                abort_error,
+                            ));
+                        }
+                        // The producer stopped (a commit or abort it gave up on after its
+                        // retries): the chunk may have committed, or not.
+                        tracing::warn!(job = %job_id, "aborting the failed chunk failed too ({abort_error})");
+                        replace = true;
+                    }
+                }
+                if replace && exactly_once {
+                    // A new producer with the job's transactional id settles the chunk
+                    // (init_transactions completes a commit the coordinator holds and aborts
+                    // anything else), and the positions it leaves say how it ended.
+                    tracing::warn!(
+                        job = %job_id,
+                        "the target producer stopped before it learnt how a chunk ended ({error}); starting a new \
+                         one and reading the job's positions back"
+                    );
+                    let _ = producer.close(Duration::from_secs(1)).await;
+                    let (replacement, found) =
+                        replace_failed_producer(config, &target, &job_id, &offsets_partition, &key).await?;
+                    producer = replacement;
+                    match chunk_fate(found.as_ref(), last_committed.as_ref(), &pending) {
+                        Some(ChunkFate::Committed) => {
+                            tracing::warn!(job = %job_id, "the chunk had committed; mirroring on after it");
+                            failures_in_a_row = 0;
+                            last_committed = found;
+                            positions = pending;
+                            summary.records += records;
+                            summary.chunks += 1;
+                            progress(&summary);
+                            assign(&mut consumer, &positions);
+                            continue;
+                        }
+                        Some(ChunkFate::NotCommitted) => {
+                            tracing::warn!(job = %job_id, "the chunk had not committed; mirroring it again");
+                        }
+                        None => {
+                            return Err(MirrorError::PositionsMoved {
+                                job_id,
+                                offsets_topic: offsets_partition.topic.clone(),
+                            })
+                        }
+                    }
                 }
                 // A fetch that fails because the source topic was deleted: if it is back under
                 // a new id, that is the error to report, not the missing topic.
@@ -922,6 +1017,74 @@ pub async fn mirror(
     }
     producer.close(Duration::from_secs(30)).await.map_err(client_error("closing the target producer"))?;
     Ok(summary)
+}
+
+/// How a chunk whose producer failed ended, as the job's stored positions tell once a new
+/// producer settled its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkFate {
+    Committed,
+    NotCommitted,
+}
+
+/// `found`: the positions stored now; `committed`: those stored before the chunk (`None` for a
+/// job that had none); `pending`: the chunk's. `None` when `found` is neither: another writer.
+fn chunk_fate(found: Option<&Positions>, committed: Option<&Positions>, pending: &Positions) -> Option<ChunkFate> {
+    if found == committed {
+        Some(ChunkFate::NotCommitted)
+    } else if found == Some(pending) {
+        Some(ChunkFate::Committed)
+    } else {
+        None
+    }
+}
+
+/// How often [`replace_failed_producer`] tries to start a producer before the run fails.
+const REPLACE_ATTEMPTS: u32 = 10;
+
+/// A new transactional producer for the job in place of one that failed, and the positions the
+/// offsets topic holds for the job once its `init_transactions` has completed or aborted the
+/// failed producer's transaction. Retried while the target is unreachable; a fence (another
+/// instance of the job started) ends the run.
+async fn replace_failed_producer(
+    config: &MirrorConfig,
+    target: &Client,
+    job_id: &str,
+    offsets_partition: &TopicPartition,
+    key: &[u8],
+) -> Result<(Producer, Option<Positions>), MirrorError> {
+    let pause = Duration::from_millis(config.target.network.retry_backoff_max_ms);
+    let mut attempt = 0;
+    let producer = loop {
+        attempt += 1;
+        let producer_config = config.transactional_producer_config(job_id.to_string());
+        let started = match Producer::new(target.clone(), producer_config).await {
+            Ok(producer) => producer.init_transactions().await.map(|()| producer),
+            Err(error) => Err(error),
+        };
+        match started {
+            Ok(producer) => break producer,
+            Err(error) if error.is_fenced() || attempt >= REPLACE_ATTEMPTS => {
+                return Err(client_error(format!(
+                    "starting a new target producer for job {job_id} after the last one failed ({attempt} attempts)"
+                ))(error));
+            }
+            Err(error) => {
+                tracing::warn!(job = %job_id, "starting a new target producer failed ({error}); retrying");
+                tokio::time::sleep(pause).await;
+            }
+        }
+    };
+    let mut found = offsets::load_latest_matching(target, offsets_partition, |candidate| candidate == key).await?;
+    let stored = match found.remove(key) {
+        None | Some((None, _)) => None,
+        Some((Some(value), offset)) => Some(Positions::decode(&value).ok_or_else(|| MirrorError::BadPosition {
+            offsets_topic: offsets_partition.topic.clone(),
+            partition: offsets_partition.partition,
+            offset,
+        })?),
+    };
+    Ok((producer, stored))
 }
 
 impl Mirrored {
@@ -1070,6 +1233,41 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.field(), Some("target_topic"));
+        let error = MirrorConfig::from_json_str(
+            r#"{"source":{"brokers":["a:1"]},"target":{"brokers":["b:1"]},"topics":["o"],"chunk_ms":5000,
+                "transaction_timeout_ms":5000}"#,
+            env,
+        )
+        .unwrap_err();
+        assert_eq!(error.field(), Some("transaction_timeout_ms"));
+        assert!(error.to_string().contains("must be above `chunk_ms` (5000)"), "{error}");
+    }
+
+    #[test]
+    fn the_producers_take_the_target_connection_s_timeouts() {
+        let config = MirrorConfig::from_json_str(
+            r#"{"source":{"brokers":["a:1"]},"target":{"brokers":["b:1"],"request_timeout_ms":1500,
+                "retry_backoff_ms":50,"retry_backoff_max_ms":400,"retry_budget_ms":9000},
+                "topics":["o"],"transaction_timeout_ms":7000,"compression":"lz4"}"#,
+            |_| None,
+        )
+        .unwrap();
+        let producer = config.transactional_producer_config("job".into());
+        assert_eq!(producer.request_timeout, Duration::from_millis(1500));
+        assert_eq!(producer.delivery_timeout, Duration::from_millis(9000));
+        assert_eq!(producer.transaction_timeout, Duration::from_millis(7000));
+        assert_eq!(producer.retry.backoff, Duration::from_millis(50));
+        assert_eq!(producer.compression, Compression::Lz4);
+        assert_eq!(producer.transactional_id.as_deref(), Some("job"));
+        // A budget below a request's timeout still leaves a record one whole attempt.
+        let config = MirrorConfig::from_json_str(
+            r#"{"source":{"brokers":["a:1"]},"target":{"brokers":["b:1"],"request_timeout_ms":4000,
+                "retry_budget_ms":1000},"topics":["o"]}"#,
+            |_| None,
+        )
+        .unwrap();
+        let producer = config.target.network.producer_config(Compression::None);
+        assert_eq!(producer.delivery_timeout, Duration::from_millis(4005), "linger 5 ms + the request timeout");
     }
 
     #[test]
@@ -1099,6 +1297,27 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.field(), Some("source.group_id"));
+    }
+
+    #[test]
+    fn a_chunk_s_fate_is_read_from_the_positions_stored_after_it() {
+        let at = |offset: i64| Positions {
+            version: 1,
+            source_cluster_id: "c".into(),
+            topics: BTreeMap::from([(
+                "t".to_string(),
+                TopicPosition { topic_id: "id".into(), target: "copy".into(), next_offsets: vec![offset, 7] },
+            )]),
+        };
+        let (before, chunk, other) = (at(10), at(20), at(30));
+        assert_eq!(chunk_fate(Some(&chunk), Some(&before), &chunk), Some(ChunkFate::Committed));
+        assert_eq!(chunk_fate(Some(&before), Some(&before), &chunk), Some(ChunkFate::NotCommitted));
+        // A job's first chunk: nothing stored before it.
+        assert_eq!(chunk_fate(None, None, &chunk), Some(ChunkFate::NotCommitted));
+        assert_eq!(chunk_fate(Some(&chunk), None, &chunk), Some(ChunkFate::Committed));
+        // Someone else's positions, or ours gone: not ours to go on from.
+        assert_eq!(chunk_fate(Some(&other), Some(&before), &chunk), None);
+        assert_eq!(chunk_fate(None, Some(&before), &chunk), None);
     }
 
     #[test]

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sluice_wire::{
     Client, ClientError, ConsumerEvent, DeliveryFuture, GroupConsumer, IsolationLevel, OffsetSpec, ProduceRecord,
-    Producer, ProducerConfig, TopicId, TopicPartition,
+    Producer, TopicId, TopicPartition,
 };
 
 use crate::config::GroupSettings;
@@ -148,7 +148,7 @@ pub(crate) async fn run(
     let shared = if exactly_once {
         None
     } else {
-        let producer_config = ProducerConfig::default().with_compression(config.compression);
+        let producer_config = config.target.network.producer_config(config.compression);
         Some(
             Producer::new(plan.target.clone(), producer_config)
                 .await
@@ -695,8 +695,7 @@ async fn transactional_producer(
     tp: &TopicPartition,
 ) -> Result<Producer, MirrorError> {
     let id = transactional_id(job_id, tp);
-    let producer_config =
-        ProducerConfig::default().with_compression(config.compression).with_transactional_id(id.clone());
+    let producer_config = config.transactional_producer_config(id.clone());
     let producer =
         Producer::new(target.clone(), producer_config).await.map_err(client_error("starting a target producer"))?;
     producer.init_transactions().await.map_err(client_error(format!("init_transactions for {id}")))?;

@@ -54,9 +54,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice_wire::{
-    Client, ClientError, Compression, DeliveryFuture, ProduceRecord, Producer, ProducerConfig, TopicPartition,
-};
+use sluice_wire::{Client, ClientError, Compression, DeliveryFuture, ProduceRecord, Producer, TopicPartition};
 
 use crate::config::{Config, OnMalformed};
 use crate::fault;
@@ -313,7 +311,7 @@ pub async fn write(
         None => None,
     };
 
-    let mut producer_config = ProducerConfig::default().with_compression(options.compression);
+    let mut producer_config = config.network.producer_config(options.compression);
     if exactly_once {
         producer_config = producer_config.with_transactional_id(job_id.clone());
     }

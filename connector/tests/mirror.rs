@@ -280,6 +280,10 @@ async fn hurt_runs(config: &Path, faults: Vec<Fault>) -> usize {
 }
 
 const POINTS: &[&str] = &["mirror.begun", "mirror.records.sent", "mirror.position.sent", "mirror.committed"];
+/// The one-process exactly_once path has one more: everything acknowledged, only the commit left
+/// (a group worker's chunks have no such step).
+const ONE_PROCESS_POINTS: &[&str] =
+    &["mirror.begun", "mirror.records.sent", "mirror.position.sent", "mirror.flushed", "mirror.committed"];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exactly_once_survives_fault_points_and_kill_9_while_the_source_takes_transactions() {
@@ -300,9 +304,9 @@ async fn exactly_once_survives_fault_points_and_kill_9_while_the_source_takes_tr
     writer.wait_committed(30).await;
     // Every point twice (at its first or second reach; `mirror.begun` is reached once per run),
     // then the kills at random moments.
-    let mut faults: Vec<Fault> = POINTS
+    let mut faults: Vec<Fault> = ONE_PROCESS_POINTS
         .iter()
-        .chain(POINTS)
+        .chain(ONE_PROCESS_POINTS)
         .map(|point| {
             let count = if *point == "mirror.begun" { 1 } else { 1 + random.below(2) };
             Fault::Point(format!("{point}:{count}"))
@@ -311,7 +315,7 @@ async fn exactly_once_survives_fault_points_and_kill_9_while_the_source_takes_tr
     let kills = kill_rounds();
     faults.extend((0..kills).map(|_| Fault::KillAfter(Duration::from_millis(200 + random.below(1300)))));
     let hurt = hurt_runs(&config, faults).await;
-    assert_eq!(hurt, 2 * POINTS.len() + kills, "every run ended by its fault");
+    assert_eq!(hurt, 2 * ONE_PROCESS_POINTS.len() + kills, "every run ended by its fault");
     let (sent, aborted_transactions) = writer.finish().await;
     let finished = mirror_bounded(&config, &[]).await;
     finished.assert_success();
@@ -324,7 +328,7 @@ async fn exactly_once_survives_fault_points_and_kill_9_while_the_source_takes_tr
     eprintln!(
         "RELIABILITY mirror exactly_once faults: points={} kills={kills} records={committed} sent={sent} \
          aborted_records={aborted} lost={lost} dup={duplicated} ordered={ordered} in {:.1} s",
-        2 * POINTS.len(),
+        2 * ONE_PROCESS_POINTS.len(),
         started.elapsed().as_secs_f64()
     );
     assert!(aborted_transactions > 0 && aborted > 0, "the source holds aborted transactions");
@@ -467,6 +471,70 @@ async fn exactly_once_through_a_target_node_kill(victim: Victim) {
     eprintln!(
         "RELIABILITY mirror exactly_once target {victim:?} kill: node={node} records={} sent={sent} lost={lost} \
          dup={duplicated} ordered={ordered}",
+        want.values().map(Vec::len).sum::<usize>()
+    );
+    assert_eq!((lost, duplicated, ordered), (0, 0, true));
+    assert_eq!(got, want);
+}
+
+/// A one-process exactly_once mirror paused longer than its `transaction_timeout_ms` (SIGSTOP
+/// at `mirror.position.sent`, as a frozen VM or a stalled host would be) while a chunk's
+/// transaction is open: the target's coordinator aborts the transaction and takes the
+/// producer's epoch, so the producer cannot go on, though no other instance fenced it. The run
+/// must not end: it starts a new producer, reads the job's positions back (the chunk did not
+/// commit), mirrors the chunk again, and the target equals the source exactly. Before, the run
+/// ended on the timed-out producer ("the transaction ... timed out").
+#[tokio::test(flavor = "multi_thread")]
+async fn exactly_once_goes_on_after_a_pause_longer_than_the_transaction_timeout() {
+    let Some(source) = sluice_tests::client().await else { return };
+    let Some(_target) = sluice_tests::cluster_client().await else { return };
+    let _cluster = CLUSTER.lock().await;
+    const TIMEOUT_MS: u64 = 3000;
+    let topic = create_topic(&source, "mirror-paused", 3, 1).await;
+    let target_topic = format!("ps.{topic}");
+    let dir = temp_dir("mirror-paused");
+    let config = mirror_config(
+        &dir,
+        json!({"topics": [topic], "target_topic": "ps.{topic}", "commit_mode": "exactly_once", "create_topics": true,
+               "transaction_timeout_ms": TIMEOUT_MS}),
+    );
+    let writer = Writer::start(&source, &topic, 3, 10, Duration::from_millis(15)).await;
+    writer.wait_committed(30).await;
+    let paused = GroupWorker::start(&config, &[("SLUICE_FAULT_POINT", "mirror.position.sent:4:stop")]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !common::is_stopped(paused.pid) {
+        assert!(Instant::now() < deadline, "the mirror never reached its fourth position");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The coordinator checks for timed-out transactions every 500 ms on the test brokers.
+    tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 3000)).await;
+    signal(paused.pid, "CONT");
+    // Time to find out, replace the producer and mirror on, with the source still taking
+    // transactions.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let (sent, aborted) = writer.finish().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let run = tokio::task::spawn_blocking(move || paused.stop()).await.unwrap();
+    run.assert_success();
+    for line in run.stderr.lines().filter(|line| line.contains("WARN")) {
+        eprintln!("paused mirror: {line}");
+    }
+    assert!(
+        run.stderr.contains("timed out") && run.stderr.contains("starting a new one"),
+        "the paused chunk's transaction timed out and the producer was replaced:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("the chunk had not committed"),
+        "the positions read back say the chunk did not commit:\n{}",
+        run.stderr
+    );
+    mirror_bounded(&config, &[]).await.assert_success();
+    let (want, got) = views(&topic, &target_topic);
+    let (lost, duplicated, ordered) = exactness(&want, &got);
+    eprintln!(
+        "RELIABILITY mirror exactly_once paused past the transaction timeout: records={} sent={sent} \
+         aborted_txns={aborted} lost={lost} dup={duplicated} ordered={ordered}",
         want.values().map(Vec::len).sum::<usize>()
     );
     assert_eq!((lost, duplicated, ordered), (0, 0, true));
