@@ -723,14 +723,7 @@ pub async fn mirror(
     if found.iter().any(|(candidate, (value, _))| candidate.starts_with(&group_prefix) && value.is_some()) {
         return Err(MirrorError::GroupPositions { job_id, offsets_topic: offsets_partition.topic.clone() });
     }
-    let stored = match found.remove(&key) {
-        None | Some((None, _)) => None,
-        Some((Some(value), offset)) => Some(Positions::decode(&value).ok_or_else(|| MirrorError::BadPosition {
-            offsets_topic: offsets_partition.topic.clone(),
-            partition: offsets_partition.partition,
-            offset,
-        })?),
-    };
+    let stored = stored_positions(found.remove(&key), &offsets_partition)?;
     summary.resumed = stored.is_some();
     // What the offsets topic holds for the job: how a chunk whose producer failed ended is read
     // against it (`replace_failed_producer`).
@@ -1076,15 +1069,24 @@ async fn replace_failed_producer(
         }
     };
     let mut found = offsets::load_latest_matching(target, offsets_partition, |candidate| candidate == key).await?;
-    let stored = match found.remove(key) {
-        None | Some((None, _)) => None,
-        Some((Some(value), offset)) => Some(Positions::decode(&value).ok_or_else(|| MirrorError::BadPosition {
+    let stored = stored_positions(found.remove(key), offsets_partition)?;
+    Ok((producer, stored))
+}
+
+/// The job's positions from its key's last committed value (and its offset) in the offsets
+/// topic: `None` when there is none (or a tombstone), an error when it is not a position.
+fn stored_positions(
+    value: Option<(Option<bytes::Bytes>, i64)>,
+    offsets_partition: &TopicPartition,
+) -> Result<Option<Positions>, MirrorError> {
+    match value {
+        None | Some((None, _)) => Ok(None),
+        Some((Some(value), offset)) => Positions::decode(&value).map(Some).ok_or_else(|| MirrorError::BadPosition {
             offsets_topic: offsets_partition.topic.clone(),
             partition: offsets_partition.partition,
             offset,
-        })?),
-    };
-    Ok((producer, stored))
+        }),
+    }
 }
 
 impl Mirrored {
