@@ -703,10 +703,10 @@ pub async fn mirror(
         };
         return crate::mirror_group::run(config, group, plan, stop, progress).await;
     }
-    let mut producer_config = config.target.network.producer_config(config.compression);
-    if exactly_once {
-        producer_config = config.transactional_producer_config(job_id.clone());
-    }
+    let producer_config = match exactly_once {
+        true => config.transactional_producer_config(job_id.clone()),
+        false => config.target.network.producer_config(config.compression),
+    };
     let mut producer =
         Producer::new(target.clone(), producer_config).await.map_err(client_error("starting the target producer"))?;
     if exactly_once {

@@ -501,11 +501,7 @@ async fn exactly_once_goes_on_after_a_pause_longer_than_the_transaction_timeout(
     let writer = Writer::start(&source, &topic, 3, 10, Duration::from_millis(15)).await;
     writer.wait_committed(30).await;
     let paused = GroupWorker::start(&config, &[("SLUICE_FAULT_POINT", "mirror.position.sent:4:stop")]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !common::is_stopped(paused.pid) {
-        assert!(Instant::now() < deadline, "the mirror never reached its fourth position");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    paused.wait_stopped("the mirror never reached its fourth position").await;
     // The coordinator checks for timed-out transactions every 500 ms on the test brokers.
     tokio::time::sleep(Duration::from_millis(TIMEOUT_MS + 3000)).await;
     signal(paused.pid, "CONT");
@@ -714,6 +710,16 @@ impl GroupWorker {
         GroupWorker { pid, waiter: Some(waiter) }
     }
 
+    /// Waits (at most 60 s, else fails with `never`) until the worker stopped itself at its
+    /// armed `:stop` fault point.
+    async fn wait_stopped(&self, never: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !common::is_stopped(self.pid) {
+            assert!(Instant::now() < deadline, "{never}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGTERM, and the run's output once it exited.
     fn stop(self) -> Run {
         self.signal("TERM")
@@ -854,11 +860,7 @@ async fn exactly_once_workers_share_the_source_through_a_group() {
     // and not yet committed, stays stopped past its session timeout, so that the others take
     // its partitions and fence their producers, and then goes on (SIGCONT) with the commit.
     let zombie = GroupWorker::start(&config, &[("SLUICE_FAULT_POINT", "mirror.position.sent:5:stop")]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !common::is_stopped(zombie.pid) {
-        assert!(Instant::now() < deadline, "the zombie never reached its fifth position");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    zombie.wait_stopped("the zombie never reached its fifth position").await;
     tokio::time::sleep(Duration::from_millis(SESSION_MS + 4000)).await;
     signal(zombie.pid, "CONT");
     pause().await;
