@@ -281,8 +281,8 @@ for i, text in enumerate([
 print("corpus written to", CORPUS)
 
 # Schema registry payloads (connector targets; see fuzz/src/connector_targets.rs).
-def zz(n):
-    n = (n << 1) ^ (n >> 63)
+def pv(n):
+    """An unsigned varint (Protobuf's)."""
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -291,6 +291,10 @@ def zz(n):
             out.append(b)
             return bytes(out)
         out.append(b | 0x80)
+
+def zz(n):
+    """A zigzag varint (Avro's long, Protobuf's sint64)."""
+    return pv((n << 1) ^ (n >> 63))
 
 def astr(s):
     b = s.encode() if isinstance(s, str) else s
@@ -338,3 +342,41 @@ put("registry_response", "by-id", b'{"schema":"{\\"type\\":\\"record\\",\\"name\
 put("registry_response", "version", b'{"subject":"s","version":2,"id":7,"schemaType":"PROTOBUF","schema":"syntax = \\"proto3\\";","references":[{"name":"a.proto","subject":"a","version":1}]}')
 put("registry_response", "error", b'{"error_code":40403,"message":"Schema not found"}')
 put("registry_response", "json-schema", b'{"schemaType":"JSON","schema":"{}","references":null}')
+
+# Protobuf (connector targets protobuf_rows and protobuf_schema).
+pz = zz
+
+def fv(number, value):
+    return pv(number << 3) + pv(value)
+
+def fl(number, data):
+    data = data.encode() if isinstance(data, str) else data
+    return pv((number << 3) | 2) + pv(len(data)) + data
+
+# protobuf_rows: [schema pick: 0 proto3 (Node, Kinds), 1 proto2 (Old)] then pieces
+# [flags][message indexes][message] split at 0xFF (flags as for avro_rows); no 0xFF inside.
+node = fv(1, 3)
+for _ in range(50):
+    node = fv(1, 1) + fl(2, node)
+kinds = (fv(3, 7) + fl(9, "hi") + fv(8, 1) + pv(18 << 3) + pz(-5) + fv(30, 1) + fl(31, "x")
+    + fl(34, fv(1, 4) + fl(2, fv(1, 3))) + fl(35, pz(1) + pz(-2)) + fl(36, "a") + fl(36, "b")
+    + fl(37, fv(1, 9)) + fl(38, fv(1, 1709214330) + fv(2, 5)) + fl(39, fl(1, b"\x01\x02") + fv(3, 2))
+    + fl(40, fv(1, 2024) + fv(2, 2) + fv(3, 29)) + fl(41, b"\x09" + struct.pack("<d", 1.5))
+    + fl(42, fl(1, fl(1, "k") + fl(2, fl(3, "v")))) + fl(43, fl(1, "type.googleapis.com/x") + fl(2, b"\x08\x01")))
+assert b"\xff" not in kinds
+put("protobuf_rows", "kinds", b"\x00" + b"\x00" + pz(1) + pz(1) + kinds + b"\xff\x00" + pz(1) + pz(1)
+    + b"\xff\x01" + b"\xff\x02" + b'{"v":1}' + b"\xff\x04\x00" + b"\xff\x00" + pz(1) + pz(9))
+put("protobuf_rows", "node-chain", b"\x00" + b"\x00\x00" + node + b"\xff\x00\x00" + fv(1, 1))
+put("protobuf_rows", "tombstone-first", b"\x00" + b"\x01" + b"\xff\x00\x00" + fv(1, 2))
+put("protobuf_rows", "proto2", b"\x01" + b"\x00\x00" + fv(1, 1) + fl(2, "x") + fv(3, 1) + fl(3, b"\x02\x03")
+    + fl(4, fv(1, 2)) + b"\xff\x00\x00")
+
+# protobuf_schema: [descriptor length u16 BE][FileDescriptorProto][message].
+def pfield(name, number, label, kind, type_name=""):
+    out = fl(1, name) + fv(3, number) + fv(4, label) + fv(5, kind)
+    return out + (fl(6, type_name) if type_name else b"")
+
+m = fl(1, "M") + fl(2, pfield("a", 1, 1, 3)) + fl(2, pfield("b", 2, 1, 9)) + fl(2, pfield("c", 3, 3, 11, ".t.M"))
+descriptor = fl(1, "t.proto") + fl(2, "t") + fl(4, m) + fl(12, "proto3")
+put("protobuf_schema", "recursive", struct.pack(">H", len(descriptor)) + descriptor + fv(1, 5) + fl(2, "x") + fl(3, fv(1, 1)))
+put("protobuf_schema", "not-a-descriptor", b"\x00\x10" + b'syntax = "proto3";')

@@ -15,9 +15,11 @@ use crate::config::{Config, PayloadFormat};
 use crate::destination::WritePolicy;
 use crate::mirror::{MirrorMode, MirrorSummary};
 use crate::read::{self, ReadError, ReadMode, ReadOptions, ReadProgress};
-use crate::registry::avro_rows::column_type;
 use crate::registry::client::{RegistryClient, RegistrySettings};
 use crate::registry::columns::columns as registry_columns;
+use crate::registry::framed_rows::column_type;
+use crate::registry::framed_rows::RegistryFormat;
+use crate::registry::protobuf_rows::{columns as protobuf_columns, Protobuf};
 use crate::rows::{METADATA_COLUMNS, TRANSPORT_COLUMNS};
 use crate::write::line::{FieldMapping, InputFormat};
 use crate::write::{CommitMode, Input, WriteOptions, WriteSummary};
@@ -558,7 +560,7 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
     let mut topics: Vec<_> = metadata.topics.values().filter(|t| !t.is_internal && t.error_code.is_ok()).collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     let columns: Vec<&str> = TRANSPORT_COLUMNS.iter().chain(METADATA_COLUMNS.iter()).copied().collect();
-    // A `format: avro` topic's payload columns are those of its value subject's latest schema
+    // A `format: avro` (or `protobuf`) topic's payload columns are those of its value subject's latest schema
     // (JSON topics learn theirs from the first record read). A subject that cannot give them is
     // reported with the topic, not as a failure of the whole listing.
     let registry =
@@ -571,6 +573,16 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
                 Some(match registry.latest_avro_schema(&payload.value_subject).await {
                     Ok(schema) => registry_columns(&schema)
                         .map_err(|e| format!("subject {}: the fields cannot be columns: {e}", payload.value_subject)),
+                    Err(error) => Err(error_report(&error)),
+                })
+            }
+            // The columns of `value_message` (default: the file's first message), which a
+            // tombstone read first takes too.
+            (Some(registry), PayloadFormat::Protobuf) => {
+                Some(match registry.latest_protobuf_schema(&payload.value_subject).await {
+                    Ok(schema) => Protobuf::subject_message(&schema, payload.value_message.as_deref())
+                        .and_then(|message| protobuf_columns(&schema, message).map_err(|e| e.to_string()))
+                        .map_err(|e| format!("subject {}: {e}", payload.value_subject)),
                     Err(error) => Err(error_report(&error)),
                 })
             }

@@ -40,8 +40,8 @@
 //!
 //! | field | meaning | default |
 //! | - | - | - |
-//! | `topics` | the default resources: topic names, or objects `{"name": "orders", "format": "avro", "value_subject": "orders-value"}` (both kinds may be mixed) | `[]` (discover) |
-//! | `topics[].format` | how values become columns: `json` (objects become columns, see `crate::rows`), `avro` (Confluent-framed Avro with schemas from `schema_registry`, see `crate::registry::avro_rows`), `json_schema` (Confluent-framed JSON whose id must be a registered JSON Schema, then as `json`; see `crate::registry::json_schema_rows`) or `raw` (the bytes in one `payload` column); `protobuf` is refused as not supported yet | `json` |
+//! | `topics` | the default resources: topic names, or objects `{"name": "orders", "format": "avro", "value_subject": "orders-value"}` (and for `protobuf` `"value_message": "shop.Order"`, the message `discover` lists and a leading tombstone takes; default the file's first), both kinds may be mixed | `[]` (discover) |
+//! | `topics[].format` | how values become columns: `json` (objects become columns, see `crate::rows`), `avro` (Confluent-framed Avro with schemas from `schema_registry`, see `crate::registry::avro_rows`), `json_schema` (Confluent-framed JSON whose id must be a registered JSON Schema, then as `json`; see `crate::registry::json_schema_rows`), `protobuf` (Confluent-framed Protobuf, schemas from `schema_registry` as serialized descriptors, see `crate::registry::protobuf_rows`) or `raw` (the bytes in one `payload` column) | `json` |
 //! | `topics[].value_subject` | with `avro`: the registry subject whose latest schema gives the columns when the first record read is a tombstone | `<topic>-value` |
 //! | `schema_registry` | `{"url": "https://registry:8081"` (a path prefix is kept), `"username"`/`"password"` or `"api_key"`/`"api_secret"` (HTTP basic auth), or `"bearer_token"`; `"tls_ca_pem"`, `"tls_cert_pem"`/`"tls_key_pem"` (https only)`}`; every field takes `${ENV}`, credentials and PEMs are secrets; required by `format: avro` | none |
 //! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode; with a group also `group` (the group's committed offset, else `earliest`) | `earliest` |
@@ -166,12 +166,16 @@ pub struct TopicPayload {
     /// The registry subject of the value schema (`format: avro`): `<topic>-value` unless set.
     /// Used for the columns when the first record read is a tombstone.
     pub value_subject: String,
+    /// `format: protobuf`: the full name of the message (`shop.Order`) whose columns
+    /// `sluice discover` lists and a tombstone read first takes; `None`: the schema file's first
+    /// message. Records say their own message (the index array) and need no setting.
+    pub value_message: Option<String>,
 }
 
 impl TopicPayload {
     /// A JSON topic (the default).
     pub fn json(topic: &str) -> TopicPayload {
-        TopicPayload { format: PayloadFormat::Json, value_subject: format!("{topic}-value") }
+        TopicPayload { format: PayloadFormat::Json, value_subject: format!("{topic}-value"), value_message: None }
     }
 }
 
@@ -184,6 +188,9 @@ pub enum PayloadFormat {
     Avro,
     /// Confluent-framed JSON (a JSON Schema's id from `schema_registry`), then as `Json`.
     JsonSchema,
+    /// Confluent-framed Protobuf (message indexes, then the message), schemas from
+    /// `schema_registry`.
+    Protobuf,
     /// Every value is kept as bytes in the one `payload` column.
     Raw,
 }
@@ -194,6 +201,7 @@ impl PayloadFormat {
             PayloadFormat::Json => "json",
             PayloadFormat::Avro => "avro",
             PayloadFormat::JsonSchema => "json_schema",
+            PayloadFormat::Protobuf => "protobuf",
             PayloadFormat::Raw => "raw",
         }
     }
@@ -523,7 +531,9 @@ impl Config {
         let (topics, payloads) = fields.topics()?;
         let schema_registry = fields.schema_registry()?;
         if schema_registry.is_none() {
-            let registered = |p: &TopicPayload| matches!(p.format, PayloadFormat::Avro | PayloadFormat::JsonSchema);
+            let registered = |p: &TopicPayload| {
+                matches!(p.format, PayloadFormat::Avro | PayloadFormat::Protobuf | PayloadFormat::JsonSchema)
+            };
             if let Some((topic, payload)) = payloads.iter().find(|(_, p)| registered(p)) {
                 return Err(ConfigError::invalid(
                     "schema_registry",
@@ -1020,7 +1030,7 @@ fn substitute(field: &str, text: &str, env_lookup: &impl Fn(&str) -> Option<Stri
 
 /// One object of `topics`: `{"name", "format", "value_subject"}`.
 fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), ConfigError> {
-    const KNOWN: &[&str] = &["name", "format", "value_subject"];
+    const KNOWN: &[&str] = &["name", "format", "value_subject", "value_message"];
     let name = match object.get("name") {
         Some(Value::String(name)) => name.clone(),
         _ => {
@@ -1051,25 +1061,20 @@ fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), Co
         Some("avro") => PayloadFormat::Avro,
         Some("json_schema") => PayloadFormat::JsonSchema,
         Some("raw") => PayloadFormat::Raw,
-        Some(other @ "protobuf") => {
-            return Err(ConfigError::invalid(
-                "topics",
-                format!("topic {name}: `format: {other}` is not supported yet (Sluice decodes avro, json_schema, json and raw); read the topic with `format: raw` to keep the bytes"),
-            ))
-        }
+        Some("protobuf") => PayloadFormat::Protobuf,
         Some(other) => {
             return Err(ConfigError::invalid(
                 "topics",
-                format!("topic {name}: `format` is \"{other}\": use \"json\" (the default), \"avro\", \"json_schema\" or \"raw\""),
+                format!("topic {name}: `format` is \"{other}\": use \"json\" (the default), \"avro\", \"protobuf\", \"json_schema\" or \"raw\""),
             ))
         }
     };
     let value_subject = text("value_subject")?;
     if let Some(subject) = &value_subject {
-        if format != PayloadFormat::Avro {
+        if !matches!(format, PayloadFormat::Avro | PayloadFormat::Protobuf) {
             return Err(ConfigError::invalid(
                 "topics",
-                format!("topic {name}: `value_subject` is for `format: avro`; remove it or set the format"),
+                format!("topic {name}: `value_subject` is for `format: avro` and `format: protobuf`; remove it or set the format"),
             ));
         }
         if subject.is_empty() {
@@ -1080,7 +1085,22 @@ fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), Co
         }
     }
     let value_subject = value_subject.unwrap_or_else(|| format!("{name}-value"));
-    Ok((name, TopicPayload { format, value_subject }))
+    let value_message = text("value_message")?;
+    if let Some(message) = &value_message {
+        if format != PayloadFormat::Protobuf {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `value_message` is for `format: protobuf`; remove it or set the format"),
+            ));
+        }
+        if message.is_empty() || message.starts_with('.') {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `value_message` must be a message's full name without a leading dot, like `shop.Order`"),
+            ));
+        }
+    }
+    Ok((name, TopicPayload { format, value_subject, value_message }))
 }
 
 fn is_connection_id(id: &str) -> bool {
@@ -2352,7 +2372,7 @@ mod tests {
         assert_eq!(config.payload("plain"), TopicPayload::json("plain"));
         assert_eq!(
             config.payload("orders"),
-            TopicPayload { format: PayloadFormat::Avro, value_subject: "orders-value".into() }
+            TopicPayload { format: PayloadFormat::Avro, value_subject: "orders-value".into(), value_message: None }
         );
         assert_eq!(config.payload("audit").value_subject, "audit-v");
         assert_eq!(config.payload("blobs").format, PayloadFormat::Raw);
@@ -2367,14 +2387,21 @@ mod tests {
     fn topic_objects_are_checked() {
         let base = r#""brokers": ["b:1"], "schema_registry": {"url": "http://r:1"}"#;
         for (topics, expected) in [
-            (r#"[{"name": "t", "format": "protobuf"}]"#, "topic t: `format: protobuf` is not supported yet"),
             (r#"[{"name": "t", "format": "xml"}]"#, "topic t: `format` is \"xml\""),
             (r#"[{"name": "t", "format": 1}]"#, "topic t: `format` must be a string"),
             (r#"[{"format": "avro"}]"#, "needs a string `name`"),
             (r#"[{"name": "t", "key_format": "avro"}]"#, "unknown field `key_format` (keys are kept as bytes"),
             (r#"[{"name": "t", "colour": "red"}]"#, "topic t: unknown field `colour`"),
-            (r#"[{"name": "t", "value_subject": "s"}]"#, "`value_subject` is for `format: avro`"),
+            (
+                r#"[{"name": "t", "value_subject": "s"}]"#,
+                "`value_subject` is for `format: avro` and `format: protobuf`",
+            ),
             (r#"[{"name": "t", "format": "avro", "value_subject": ""}]"#, "`value_subject` is empty"),
+            (
+                r#"[{"name": "t", "format": "avro", "value_message": "a.B"}]"#,
+                "`value_message` is for `format: protobuf`",
+            ),
+            (r#"[{"name": "t", "format": "protobuf", "value_message": ".a.B"}]"#, "without a leading dot"),
             (r#"[{"name": "bad name", "format": "avro"}]"#, "not a Kafka topic name"),
             (r#"["t", {"name": "t", "format": "avro"}]"#, "names t twice"),
             (r#"[7]"#, "`topics` must be a list of topic names or objects"),

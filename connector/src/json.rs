@@ -172,7 +172,8 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Decodes standard padded base64; `None` for anything else. Used to read dead letters back.
+/// Decodes standard padded base64; `None` for anything else. Used to read dead letters back,
+/// and the Protobuf descriptors a registry serves.
 pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
     fn value(symbol: u8) -> Option<u32> {
         match symbol {

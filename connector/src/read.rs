@@ -72,6 +72,7 @@ use crate::destination::{
 use crate::registry::avro_rows::AvroRowDecoder;
 use crate::registry::client::{RegistryClient, RegistryError, RegistrySettings};
 use crate::registry::json_schema_rows::JsonSchemaRowDecoder;
+use crate::registry::protobuf_rows::ProtobufRowDecoder;
 
 pub(crate) mod group;
 use crate::metrics::{GroupEvent, Metrics};
@@ -592,6 +593,7 @@ enum TopicDecoder {
     /// `json` and `raw`.
     Json(RowDecoder),
     Avro(AvroRowDecoder),
+    Protobuf(ProtobufRowDecoder),
     JsonSchema(JsonSchemaRowDecoder),
 }
 
@@ -602,6 +604,10 @@ impl TopicDecoder {
             (PayloadFormat::Avro, Some(registry)) => {
                 TopicDecoder::Avro(AvroRowDecoder::new(name, incarnation, payload.value_subject, registry.clone()))
             }
+            (PayloadFormat::Protobuf, Some(registry)) => TopicDecoder::Protobuf(
+                ProtobufRowDecoder::new(name, incarnation, payload.value_subject, registry.clone())
+                    .with_subject_message(payload.value_message),
+            ),
             (PayloadFormat::JsonSchema, Some(registry)) => {
                 TopicDecoder::JsonSchema(JsonSchemaRowDecoder::new(name, incarnation, registry.clone()))
             }
@@ -615,6 +621,7 @@ impl TopicDecoder {
         match self {
             TopicDecoder::Json(decoder) => decoder.schema(),
             TopicDecoder::Avro(decoder) => decoder.schema(),
+            TopicDecoder::Protobuf(decoder) => decoder.schema(),
             TopicDecoder::JsonSchema(decoder) => decoder.schema(),
         }
     }
@@ -623,6 +630,7 @@ impl TopicDecoder {
         match self {
             TopicDecoder::Json(decoder) => decoder.decode_into(record, lines).map(|_| ()),
             TopicDecoder::Avro(decoder) => decoder.decode_into(record, lines),
+            TopicDecoder::Protobuf(decoder) => decoder.decode_into(record, lines),
             TopicDecoder::JsonSchema(decoder) => decoder.decode_into(record, lines),
         }
     }
@@ -1089,6 +1097,7 @@ impl Session {
             || batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end).map(|r| r.value.as_deref());
         let prepared = match &mut self.topics[t].decoder {
             TopicDecoder::Avro(decoder) => decoder.prepare(values()).await,
+            TopicDecoder::Protobuf(decoder) => decoder.prepare(values()).await,
             TopicDecoder::JsonSchema(decoder) => decoder.prepare(values()).await,
             TopicDecoder::Json(_) => Ok(()),
         };

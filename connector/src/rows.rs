@@ -537,6 +537,17 @@ pub enum RowErrorKind {
         schema_id: u32,
         error: DatumError,
     },
+    /// `format: protobuf`: the bytes are not an encoding of the message the record names.
+    BadMessage {
+        schema_id: u32,
+        message: String,
+        error: Box<crate::registry::protobuf::DatumError>,
+    },
+    /// `format: protobuf`: the message-index array names no message of the schema.
+    NoSuchMessage {
+        schema_id: u32,
+        indexes: Vec<u32>,
+    },
     /// `format: avro`: a value has no representation in a row (a NaN, a year past 9999).
     NotRepresentable {
         field: String,
@@ -567,6 +578,8 @@ impl RowError {
             | RowErrorKind::BadColumns { .. }
             | RowErrorKind::SchemaChanged { .. }
             | RowErrorKind::BadDatum { .. }
+            | RowErrorKind::BadMessage { .. }
+            | RowErrorKind::NoSuchMessage { .. }
             | RowErrorKind::TombstoneWithoutColumns { .. } => None,
         }
     }
@@ -638,10 +651,18 @@ impl fmt::Display for RowError {
             RowErrorKind::BadDatum { schema_id, error } => {
                 write!(f, "the value is not an Avro datum of its schema id {schema_id}: {error}; {SET_ASIDE}")
             }
+            RowErrorKind::BadMessage { schema_id, message, error } => write!(
+                f,
+                "the value is not a Protobuf encoding of message `{message}` of its schema id {schema_id}: {error}; {SET_ASIDE}"
+            ),
+            RowErrorKind::NoSuchMessage { schema_id, indexes } => write!(
+                f,
+                "the value's message indexes {indexes:?} name no message of its schema id {schema_id}; {SET_ASIDE}"
+            ),
             RowErrorKind::NotRepresentable { field, reason } => write!(f, "field `{field}` {reason}; {SET_ASIDE}"),
             RowErrorKind::TombstoneWithoutColumns { subject, reason } => write!(
                 f,
-                "a tombstone came before any Avro record, and the columns cannot be taken from subject {subject}: {reason}; \
+                "a tombstone came before any framed record, and the columns cannot be taken from subject {subject}: {reason}; \
                  set the topic's `value_subject`, or {}",
                 &SET_ASIDE["fix the producer, or ".len()..]
             ),

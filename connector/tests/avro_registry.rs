@@ -56,13 +56,13 @@ fn python() -> Option<String> {
     let probe = Command::new(&python)
         .args([
             "-c",
-            "import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema, fastavro",
+            "import confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.json_schema, confluent_kafka.schema_registry.protobuf, fastavro",
         ])
         .output();
     match probe {
         Ok(output) if output.status.success() => Some(python),
         other => {
-            let why = format!("{python} cannot import confluent_kafka.schema_registry.avro and .json_schema ({other:?}); pip install 'confluent-kafka[avro,json,schemaregistry]' fastavro");
+            let why = format!("{python} cannot import confluent_kafka.schema_registry.avro, .json_schema and .protobuf ({other:?}); pip install 'confluent-kafka[avro,json,protobuf,schemaregistry]' fastavro");
             assert!(!ci(), "CI=true and {why}");
             eprintln!("SKIPPED: {why}");
             None
@@ -315,14 +315,67 @@ fn assert_row_holds(index: usize, row: &Json, want: &Json) {
 }
 
 fn avro_config(dir: &std::path::Path, topic: &str, url: &str, extra: Json) -> std::path::PathBuf {
+    format_config(dir, topic, "avro", url, extra)
+}
+
+/// A configuration reading `topic` with `format` from the registry at `url`, with `extra`
+/// top-level fields.
+fn format_config(dir: &std::path::Path, topic: &str, format: &str, url: &str, extra: Json) -> std::path::PathBuf {
     let mut fields = json!({
-        "topics": [{"name": topic, "format": "avro"}],
+        "topics": [{"name": topic, "format": format}],
         "schema_registry": {"url": url},
     });
     if let (Some(fields), Json::Object(extra)) = (fields.as_object_mut(), extra) {
         fields.extend(extra);
     }
     common::write_config(dir, fields)
+}
+
+/// Reads `topic` with `format` twice: by default the run must fail at the unframed record at
+/// `unframed_offset` (partition 0); with `on_malformed: dead_letter` it succeeds. The second
+/// run's rows, dead letters and destination.
+async fn fail_then_dead_letters(
+    prefix: &str,
+    topic: &str,
+    format: &str,
+    url: &str,
+    unframed_offset: i64,
+) -> (Vec<Json>, Vec<Json>, std::path::PathBuf) {
+    let dir = common::temp_dir(prefix);
+    let failing =
+        common::read_bounded_async(&format_config(&dir, topic, format, url, json!({})), &dir.join("fail"), &[], &[])
+            .await;
+    assert!(!failing.status.success(), "an unframed record must fail the run: {failing:?}");
+    assert!(
+        failing.stderr.contains(&format!("topic {topic} partition 0 offset {unframed_offset}"))
+            && failing.stderr.contains("not in the schema registry's wire format"),
+        "{}",
+        failing.stderr
+    );
+    let dest = dir.join("dead");
+    let config = format_config(&dir.join("dl"), topic, format, url, json!({"on_malformed": "dead_letter"}));
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    (common::read_rows(&dest, topic), common::read_dead_letters(&dest, topic), dest)
+}
+
+/// Column `name` of `topic` in the destination at `dest` has type `kind` (in `schema.json`).
+fn assert_column_type(dest: &std::path::Path, topic: &str, name: &str, kind: &str) {
+    let schema = common::read_schema(dest, topic).expect("schema.json");
+    let columns = schema["columns"].as_array().expect("columns");
+    let column = columns.iter().find(|c| c["name"] == json!(name));
+    assert_eq!(column.and_then(|c| c["type"].as_str()), Some(kind), "column {name} in {schema}");
+}
+
+/// Registers a small Avro schema under `subject` (with `produce_json_schema.py`); its id.
+fn register_avro(python: &str, url: &str, subject: &str) -> u32 {
+    let script = sluice_tests::repo_root().join("tests/registry/produce_json_schema.py");
+    let registered = Command::new(python)
+        .arg(&script)
+        .args(["--register-avro", url, subject])
+        .output()
+        .expect("register an Avro schema");
+    assert!(registered.status.success(), "{}", String::from_utf8_lossy(&registered.stderr));
+    String::from_utf8_lossy(&registered.stdout).trim().parse().expect("a schema id")
 }
 
 /// `GET <url><path>` of the registry, asked directly (not through Sluice's client): its JSON.
@@ -363,13 +416,6 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
     assert_eq!(tombstone["ts_ms"], Json::Null);
 
     // The columns' types, as the destination stores them.
-    let schema = common::read_schema(&dest, &topic).expect("schema.json");
-    let types: std::collections::BTreeMap<String, String> = schema["columns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["type"].as_str().unwrap().to_string()))
-        .collect();
     for (name, kind) in [
         ("id", "string"),
         ("flag", "bool"),
@@ -395,7 +441,7 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
         ("next", "json"),
         ("nothing", "json"),
     ] {
-        assert_eq!(types.get(name).map(String::as_str), Some(kind), "column {name} in {schema}");
+        assert_column_type(&dest, &topic, name, kind);
     }
 
     // `sluice discover` shows the payload columns of the subject's latest schema.
@@ -583,16 +629,9 @@ async fn a_value_schema_built_from_references_is_read_as_python_wrote_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_schema_records_from_confluent_python_serializer_become_columns() {
     let Some(Setup { client, url, python, topic }) = setup("json-schema-read").await else { return };
-    let script = sluice_tests::repo_root().join("tests/registry/produce_json_schema.py");
     let produce = |count: &str| run_producer_script(&python, "produce_json_schema.py", &url, &topic, &[count]);
     let mut expected = produce("8");
-    let registered = Command::new(&python)
-        .arg(&script)
-        .args(["--register-avro", url.as_str(), &format!("{topic}-other")])
-        .output()
-        .expect("register an Avro schema");
-    assert!(registered.status.success(), "{}", String::from_utf8_lossy(&registered.stderr));
-    let avro_id: u32 = String::from_utf8_lossy(&registered.stdout).trim().parse().expect("a schema id");
+    let avro_id = register_avro(&python, &url, &format!("{topic}-other"));
     let mut avro_framed = vec![0u8];
     avro_framed.extend_from_slice(&avro_id.to_be_bytes());
     avro_framed.extend_from_slice(b"{\"x\": 1}");
@@ -610,28 +649,7 @@ async fn json_schema_records_from_confluent_python_serializer_become_columns() {
     .await;
     expected.extend(produce("2"));
 
-    let dir = common::temp_dir("json-schema-read");
-    let config = |dir: &std::path::Path, extra: Json| {
-        let mut fields = json!({"topics": [{"name": topic, "format": "json_schema"}], "schema_registry": {"url": url}});
-        if let (Some(fields), Json::Object(extra)) = (fields.as_object_mut(), extra) {
-            fields.extend(extra);
-        }
-        common::write_config(dir, fields)
-    };
-    let failing = common::read_bounded_async(&config(&dir, json!({})), &dir.join("fail"), &[], &[]).await;
-    assert!(!failing.status.success(), "an unframed record must fail the run: {failing:?}");
-    assert!(
-        failing.stderr.contains(&format!("topic {topic} partition 0 offset 8"))
-            && failing.stderr.contains("not in the schema registry's wire format"),
-        "{}",
-        failing.stderr
-    );
-
-    let dest = dir.join("dead");
-    common::read_bounded_async(&config(&dir.join("dl"), json!({"on_malformed": "dead_letter"})), &dest, &[], &[])
-        .await
-        .assert_success();
-    let rows = common::read_rows(&dest, &topic);
+    let (rows, letters, _) = fail_then_dead_letters("json-schema-read", &topic, "json_schema", &url, 8).await;
     assert_eq!(common::offsets_of(&rows, 0), [0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12], "{rows:?}");
     let data: Vec<&Json> = rows.iter().filter(|row| row["tombstone"] == json!(false)).collect();
     assert_eq!(data.len(), expected.len());
@@ -647,11 +665,106 @@ async fn json_schema_records_from_confluent_python_serializer_become_columns() {
         assert_eq!(row.as_object().unwrap().len(), 8 + want.as_object().unwrap().len(), "{row}");
     }
     assert_eq!(rows[8]["tombstone"], json!(true), "{}", rows[8]);
-    let letters = common::read_dead_letters(&dest, &topic);
     assert_eq!(letters.iter().map(|l| l["offset"].as_i64().unwrap()).collect::<Vec<_>>(), [8, 9], "{letters:?}");
     let error = letters[1]["error"].as_str().unwrap();
     assert!(
         error.contains(&format!("schema id {avro_id}")) && error.contains("AVRO") && error.contains("JSON"),
         "{error}"
     );
+}
+
+/// `format: protobuf` through `sluice read`: records from Confluent's Python
+/// `ProtobufSerializer` (`tests/registry/produce_protobuf.py`, also `confluent-kafka[protobuf]`),
+/// `shop.Order`, the file's second message (a non-trivial index array), whose enum and address
+/// come from a schema reference and whose timestamp, wrapper, struct, decimal and date are the
+/// well-known types the serializer does not register. Every row equals what Python says it must
+/// hold. Then what is not such a record: JSON without the framing, an Avro schema's id, an index
+/// array naming no message, a message cut short; each fails the run with its coordinates, or is
+/// a dead letter with `on_malformed: dead_letter`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_records_from_confluent_python_serializer_become_columns() {
+    let Some(Setup { client, url, python, topic }) = setup("protobuf-read").await else { return };
+    let produce = |count: &str| run_producer_script(&python, "produce_protobuf.py", &url, &topic, &[count]);
+    let mut expected = produce("12");
+    // The serializer registered the schema with its non-well-known import as a reference.
+    let latest = registry_get(&url, &format!("/subjects/{topic}-value/versions/latest")).await;
+    assert_eq!(latest["schemaType"], json!("PROTOBUF"), "{latest}");
+    assert_eq!(latest["references"][0]["name"], json!("shop/common.proto"), "{latest}");
+    assert_eq!(latest["references"].as_array().map(Vec::len), Some(1), "{latest}");
+    let id = latest["id"].as_u64().unwrap() as u32;
+
+    let avro_id = register_avro(&python, &url, &format!("{topic}-other"));
+    let framed = |id: u32, rest: &[u8]| {
+        let mut value = Vec::new();
+        framing::write_header(SchemaId(id), &mut value);
+        value.extend_from_slice(rest);
+        value
+    };
+    // Offsets 12 to 15: unframed JSON; the Avro id; index array [5]; `shop.Order` cut inside
+    // field 2 (a 9-byte string with 1 byte).
+    let (avro, no_message, cut) = (framed(avro_id, &[2, 2, 0]), framed(id, &[2, 10]), framed(id, &[2, 2, 18, 9, b'x']));
+    common::produce(
+        &client,
+        &topic,
+        0,
+        &[
+            common::record(Some("plain"), Some(r#"{"id":1}"#)),
+            sluice_wire::ProduceRecord::new(Some(&b"avro"[..]), Some(&avro[..])),
+            sluice_wire::ProduceRecord::new(Some(&b"nomsg"[..]), Some(&no_message[..])),
+            sluice_wire::ProduceRecord::new(Some(&b"cut"[..]), Some(&cut[..])),
+        ],
+    )
+    .await;
+    expected.extend(produce("2"));
+
+    let (rows, letters, dest) = fail_then_dead_letters("protobuf-read", &topic, "protobuf", &url, 12).await;
+    assert_eq!(common::offsets_of(&rows, 0), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16, 17], "{rows:?}");
+    assert_eq!(rows.len(), expected.len());
+    for (row, want) in rows.iter().zip(&expected) {
+        assert_row_holds(row["offset"].as_u64().unwrap() as usize, row, want);
+    }
+    assert_eq!(letters.iter().map(|l| l["offset"].as_i64().unwrap()).collect::<Vec<_>>(), [12, 13, 14, 15]);
+    let error = |at: usize| letters[at]["error"].as_str().unwrap().to_string();
+    assert!(error(1).contains(&format!("schema id {avro_id}")) && error(1).contains("AVRO"), "{}", error(1));
+    assert!(error(2).contains("message indexes [5] name no message"), "{}", error(2));
+    assert!(error(3).contains("message `shop.Order`") && error(3).contains("at byte"), "{}", error(3));
+
+    // The columns' types, as the destination stores them.
+    for (name, kind) in [
+        ("id", "number"),
+        ("name", "string"),
+        ("note", "string"),
+        ("raw", "bytes"),
+        ("color", "string"),
+        ("lines", "json"),
+        ("counts", "json"),
+        ("at", "timestamp"),
+        ("nick", "string"),
+        ("attrs", "json"),
+        ("ship", "json"),
+        ("price", "number"),
+        ("day", "date"),
+    ] {
+        assert_column_type(&dest, &topic, name, kind);
+    }
+
+    // `sluice discover` lists the columns of the subject's `value_message`, by default those of
+    // the file's first message (`shop.Header`).
+    let discover = |topic_entry: Json| {
+        let dir = common::temp_dir("protobuf-discover");
+        let config = common::write_config(&dir, json!({"topics": [topic_entry], "schema_registry": {"url": url}}));
+        let run = common::sluice(&["discover", "--config", config.to_str().unwrap(), "--json"]);
+        run.assert_success();
+        let listing: Json = serde_json::from_str(&run.stdout).unwrap();
+        listing["topics"].as_array().unwrap().iter().find(|t| t["topic"] == json!(topic)).expect("listed").clone()
+    };
+    let first = discover(json!({"name": topic, "format": "protobuf"}));
+    assert_eq!(first["payload_columns"], json!([{"name": "trace", "type": "string", "nullable": false}]), "{first}");
+    let order = discover(json!({"name": topic, "format": "protobuf", "value_message": "shop.Order"}));
+    let payload = order["payload_columns"].as_array().unwrap_or_else(|| panic!("no payload columns: {order}"));
+    assert_eq!(payload.len(), expected[0].as_object().unwrap().len(), "{order}");
+    assert!(payload.contains(&json!({"name": "at", "type": "timestamp", "nullable": true})), "{order}");
+    assert!(payload.contains(&json!({"name": "id", "type": "number", "nullable": false})), "{order}");
+    let missing = discover(json!({"name": topic, "format": "protobuf", "value_message": "shop.Nope"}));
+    assert!(missing["payload_error"].as_str().is_some_and(|e| e.contains("no message `shop.Nope`")), "{missing}");
 }

@@ -126,3 +126,38 @@ async fn references_resolve_depth_first_and_cycles_fail() {
     let error = registry.avro_schema(SchemaId(8)).await.unwrap_err();
     assert!(matches!(error.kind, RegistryErrorKind::NotFound), "{error}");
 }
+
+/// Protobuf schemas are asked for as serialized descriptors (`?format=serialized`), references
+/// too; a registry that answers with `.proto` text anyway is refused with that reason, and a
+/// reference naming a type the schema uses resolves it.
+#[tokio::test]
+async fn protobuf_schemas_are_asked_for_serialized_and_text_is_refused() {
+    use sluice::registry::protobuf::schema::encode::{enumeration, field, file, message};
+    let color = file("color.proto", "shop", "proto3", &[], &[enumeration("Color", &[("RED", 0)])]);
+    let paint = message("Paint", &[field("color", 1, 1, 14, ".shop.Color", None, false)], &[], &[], false);
+    let main = file("paint.proto", "shop", "proto3", &[paint], &[]);
+    let (color, main) = (sluice::json::base64(&color), sluice::json::base64(&main));
+    let server = FakeHttp::start(move |request| match request.target.as_str() {
+        "/schemas/ids/1?format=serialized" => Reply::json(
+            200,
+            &format!(
+                r#"{{"schemaType":"PROTOBUF","schema":"{main}","references":[{{"name":"color.proto","subject":"color","version":1}}]}}"#
+            ),
+        ),
+        "/subjects/color/versions/1?format=serialized" => {
+            Reply::json(200, &format!(r#"{{"schemaType":"PROTOBUF","schema":"{color}"}}"#))
+        }
+        // A registry that ignores `format`.
+        "/schemas/ids/2?format=serialized" => {
+            Reply::json(200, r#"{"schemaType":"PROTOBUF","schema":"syntax = \"proto3\"; message M {}"}"#)
+        }
+        _ => Reply::json(404, r#"{"error_code":40403,"message":"Schema not found"}"#),
+    });
+    let registry = client(&server, RegistryAuth::None, Duration::from_secs(5));
+    let schema = registry.protobuf_schema(SchemaId(1)).await.expect("references resolved");
+    assert_eq!(schema.message(schema.message_at(&[0]).unwrap()).full_name, "shop.Paint");
+    let error = registry.protobuf_schema(SchemaId(2)).await.unwrap_err();
+    assert!(error.to_string().contains("answered with `.proto` text"), "{error}");
+    let error = registry.protobuf_schema(SchemaId(3)).await.unwrap_err();
+    assert!(matches!(error.kind, RegistryErrorKind::NotFound), "{error}");
+}

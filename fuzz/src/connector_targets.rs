@@ -27,6 +27,8 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "avro_datum" => avro_datum(data),
         "registry_response" => registry_response(data),
         "avro_rows" => avro_rows(data),
+        "protobuf_rows" => protobuf_rows(data),
+        "protobuf_schema" => protobuf_schema(data),
         _ => return false,
     }
     true
@@ -474,16 +476,30 @@ pub fn registry_response(data: &[u8]) {
 pub fn avro_rows(data: &[u8]) {
     use sluice::registry::avro::Schema as AvroSchema;
     use sluice::registry::avro_rows::AvroRowDecoder;
-    use sluice::registry::framing::{write_header, SchemaId};
+    use sluice::registry::framing::SchemaId;
     let Some((&pick, rest)) = data.split_first() else { return };
     let text = AVRO_DATUM_SCHEMAS[usize::from(pick) % AVRO_DATUM_SCHEMAS.len()];
     let schema = AvroSchema::parse(text).expect("the fuzz schemas parse");
-    let incarnation = Incarnation {
+    let decoder = AvroRowDecoder::with_known_schema(JSON_ROWS_TOPIC, fuzz_incarnation(), SchemaId(1), schema);
+    framed_rows(decoder, rest);
+}
+
+fn fuzz_incarnation() -> Incarnation {
+    Incarnation {
         connection_id: "fuzz-connection".to_string(),
         cluster_id: "fuzz-cluster".to_string(),
         topic_id: "fuzz-topic-id".to_string(),
-    };
-    let mut decoder = AvroRowDecoder::with_known_schema(JSON_ROWS_TOPIC, incarnation, SchemaId(1), schema);
+    }
+}
+
+/// The records of `rest` through `decoder` (which knows schema id 1), with the checks of
+/// [`avro_rows`]: pieces split at 0xFF, each `[flags][payload]`, framed with id 1 unless flags
+/// say otherwise.
+fn framed_rows<F: sluice::registry::framed_rows::RegistryFormat>(
+    mut decoder: sluice::registry::framed_rows::FramedRowDecoder<F>,
+    rest: &[u8],
+) {
+    use sluice::registry::framing::{write_header, SchemaId};
     let mut lines = RowLines::new();
     let mut value = Vec::new();
     for (index, piece) in rest.split(|&byte| byte == 0xFF).enumerate() {
@@ -526,6 +542,105 @@ pub fn avro_rows(data: &[u8]) {
                 let fields = strict_object(&letter.to_json_line(), "a dead letter");
                 assert_eq!(bytes_of(&fields["value"]).as_deref(), value, "value in a dead letter");
             }
+        }
+    }
+}
+
+/// The schemas the `protobuf_rows` target picks from (its first byte): a proto3 file whose
+/// `Kinds` message has every scalar, an enum, a oneof, proto3 `optional`, a map, repeated
+/// (packable and not), a self-referencing message and the well-known types rendered specially;
+/// and a proto2 file (every field with presence).
+fn protobuf_fuzz_schemas() -> [sluice::registry::protobuf::Schema; 2] {
+    use sluice::registry::protobuf::schema::encode::{enumeration, field, file, message};
+    use sluice::registry::protobuf::Schema;
+    let node = message(
+        "Node",
+        &[field("v", 1, 1, 5, "", None, false), field("next", 2, 1, 11, ".f.Node", None, false)],
+        &[],
+        &[],
+        false,
+    );
+    let entry = message(
+        "MEntry",
+        &[field("key", 1, 1, 3, "", None, false), field("value", 2, 1, 11, ".f.Node", None, false)],
+        &[],
+        &[],
+        true,
+    );
+    let scalars: Vec<Vec<u8>> = (1u64..=18)
+        .filter(|&kind| !matches!(kind, 10 | 11 | 14))
+        .map(|kind| field(&format!("s{kind}"), kind as u32, 1, kind, "", None, false))
+        .collect();
+    let mut fields = scalars;
+    for (name, number, label, kind, type_name, oneof, optional) in [
+        ("e", 30, 1, 14, ".f.E", None, false),
+        ("o1", 31, 1, 9, "", Some(0), false),
+        ("o2", 32, 1, 11, ".f.Node", Some(0), false),
+        ("opt", 33, 1, 3, "", Some(1), true),
+        ("m", 34, 3, 11, ".f.Kinds.MEntry", None, false),
+        ("packed", 35, 3, 17, "", None, false),
+        ("strings", 36, 3, 9, "", None, false),
+        ("nodes", 37, 3, 11, ".f.Node", None, false),
+        ("at", 38, 1, 11, ".google.protobuf.Timestamp", None, false),
+        ("price", 39, 1, 11, ".confluent.type.Decimal", None, false),
+        ("day", 40, 1, 11, ".google.type.Date", None, false),
+        ("w", 41, 1, 11, ".google.protobuf.DoubleValue", None, false),
+        ("st", 42, 1, 11, ".google.protobuf.Struct", None, false),
+        ("any", 43, 1, 11, ".google.protobuf.Any", None, false),
+    ] {
+        fields.push(field(name, number, label, kind, type_name, oneof, optional));
+    }
+    let kinds = message("Kinds", &fields, &[entry], &[], false);
+    let proto3 = file("f.proto", "f", "proto3", &[node, kinds], &[enumeration("E", &[("Z", 0), ("A", 1), ("N", -1)])]);
+    let old = message(
+        "Old",
+        &[
+            field("a", 1, 2, 5, "", None, false),
+            field("b", 2, 1, 9, "", None, false),
+            field("c", 3, 3, 13, "", None, false),
+            field("d", 4, 1, 11, ".g.Old", None, false),
+        ],
+        &[],
+        &[],
+        false,
+    );
+    let proto2 = file("g.proto", "g", "proto2", &[old], &[]);
+    [
+        Schema::from_descriptors(&proto3, &[]).expect("the fuzz schema builds"),
+        Schema::from_descriptors(&proto2, &[]).expect("the fuzz schema builds"),
+    ]
+}
+
+/// Protobuf records of one topic through one `ProtobufRowDecoder` that knows a schema of
+/// [`protobuf_fuzz_schemas`] (the first byte picks it) under id 1; the rest as in
+/// [`avro_rows`], each payload being the message-index array and the message. The same checks.
+pub fn protobuf_rows(data: &[u8]) {
+    use sluice::registry::framing::SchemaId;
+    use sluice::registry::protobuf_rows::ProtobufRowDecoder;
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let [proto3, proto2] = protobuf_fuzz_schemas();
+    let schema = if pick & 1 == 0 { proto3 } else { proto2 };
+    framed_rows(ProtobufRowDecoder::with_known_schema(JSON_ROWS_TOPIC, fuzz_incarnation(), SchemaId(1), schema), rest);
+}
+
+/// A serialized `FileDescriptorProto` from the input (`[length: u16 BE][descriptor][message]`):
+/// no panic; a schema that builds gives its top-level messages' columns, and the message bytes
+/// decode as each of them (or fail) within the value budget of 2 per byte.
+pub fn protobuf_schema(data: &[u8]) {
+    use sluice::registry::avro::DecodeLimits;
+    use sluice::registry::framed_rows::RegistryFormat;
+    use sluice::registry::framing::SchemaId;
+    use sluice::registry::protobuf::Schema;
+    use sluice::registry::protobuf_rows::{columns, Protobuf};
+    let Some((length, rest)) = data.split_first_chunk::<2>() else { return };
+    let length = usize::from(u16::from_be_bytes(*length)).min(rest.len());
+    let (descriptor, encoded) = rest.split_at(length);
+    let Ok(schema) = Schema::from_descriptors(descriptor, &[]) else { return };
+    let limits = DecodeLimits { values_per_byte: 2, ..DecodeLimits::default() };
+    for index in 0..4 {
+        let Some(message) = schema.message_at(&[index]) else { break };
+        if columns(&schema, message).is_ok() {
+            let _ = Protobuf::row(&schema, SchemaId(1), message, encoded, limits);
         }
     }
 }

@@ -59,4 +59,6 @@ pub const CONNECTOR_TARGETS: &[&str] = &[
     "avro_datum",
     "registry_response",
     "avro_rows",
+    "protobuf_rows",
+    "protobuf_schema",
 ];

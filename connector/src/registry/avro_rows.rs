@@ -1,26 +1,9 @@
 //! Avro topics (`format: avro`) as rows: each record value is Confluent framing, schema id,
 //! schema (from the registry), datum, and then a row with the columns of [`super::columns`].
 //!
-//! # Two steps per fetched batch
-//!
-//! Decoding a record is synchronous, fetching a schema is not. So the read loop calls
-//! [`AvroRowDecoder::prepare`] with a batch's values first: it collects the schema ids it has
-//! not seen, fetches each once for the process (the [`RegistryClient`] caches them), and only
-//! then decodes the batch record by record with [`AvroRowDecoder::decode_into`], which never
-//! waits. A registry that cannot be reached (timeouts, 5xx after the retries, 401/403, an answer
-//! that is not a registry's) fails the run: setting every record aside because the registry is
-//! down would be wrong. An id the registry does not know (404), a schema that is not Avro or does
-//! not parse, or one whose fields cannot be columns is a property of the records that name it:
-//! each such record fails with its coordinates, or goes to the dead letters with
-//! `on_malformed: dead_letter`, like a malformed JSON record.
-//!
-//! # Columns
-//!
-//! The first record's schema fixes the columns, as the first JSON object does. A record written
-//! with another schema id continues the run when its columns are the same (names, order and
-//! types; [`super::columns::same_columns`]), and fails before its epoch is certified otherwise.
-//! A tombstone (null value) stays a tombstone: every payload column null. A tombstone read before
-//! any Avro record takes its columns from the latest schema of the topic's `value_subject`.
+//! What all registry formats share (fetching once, fixing the columns, row errors with the
+//! record's coordinates, a tombstone first) is [`super::framed_rows`]; this module is the Avro
+//! part: the schema by id, the record's columns, the datum's values.
 //!
 //! # Values in the row (JSON Lines)
 //!
@@ -39,277 +22,68 @@
 //! the field. So do dates and timestamps outside the years 0000 to 9999, which RFC 3339 cannot
 //! write, and times outside a day.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Number, Value as Json};
 
 use super::avro::{decode, DecodeLimits, Node, NodeId, Schema as AvroSchema, Value};
-use super::client::{RegistryClient, RegistryError, RegistryErrorKind};
-use super::columns::{columns, same_columns, AvroColumn, AvroColumnType};
-use super::framing::{split, SchemaId};
-use crate::checkpoint::Incarnation;
+use super::client::{RegistryClient, RegistryError};
+use super::columns::{columns, ColumnError, PayloadColumn};
+use super::framed_rows::{FramedRowDecoder, RegistryFormat};
+use super::framing::SchemaId;
 use crate::json;
-use crate::row_lines::RowLines;
-use crate::rows::{Column, ColumnType, RecordRef, Row, RowError, RowErrorKind, RowPayload, Schema};
+use crate::rows::RowErrorKind;
 
 /// Decodes the Avro records of one topic in one run.
-#[derive(Debug)]
-pub struct AvroRowDecoder {
-    topic: String,
-    incarnation: Incarnation,
-    value_subject: String,
-    registry: RegistryClient,
-    limits: DecodeLimits,
-    /// Every schema id seen in this run: the schema and its columns, or why records naming it
-    /// cannot be decoded.
-    schemas: HashMap<SchemaId, Result<Arc<Known>, String>>,
-    /// The latest schema of `value_subject`, fetched only for a tombstone read first.
-    subject: Option<Result<Arc<Known>, String>>,
-    fixed: Option<Fixed>,
-}
+pub type AvroRowDecoder = FramedRowDecoder<Avro>;
 
+/// `format: avro`.
 #[derive(Debug)]
-struct Known {
-    schema: Arc<AvroSchema>,
-    columns: Result<Vec<AvroColumn>, super::columns::ColumnError>,
-}
+pub enum Avro {}
 
-#[derive(Debug)]
-struct Fixed {
-    /// `None` when the columns came from the subject (a tombstone first).
-    schema_id: Option<SchemaId>,
-    /// Later ids found to have the same columns, so each is compared once.
-    same: Vec<SchemaId>,
-    columns: Vec<AvroColumn>,
-    schema: Arc<Schema>,
-    partition: i32,
-    offset: i64,
-}
+impl RegistryFormat for Avro {
+    type Schema = AvroSchema;
+    type Message = ();
 
-impl AvroRowDecoder {
-    pub fn new(
-        topic: impl Into<String>,
-        incarnation: Incarnation,
-        value_subject: impl Into<String>,
-        registry: RegistryClient,
-    ) -> Self {
-        AvroRowDecoder {
-            topic: topic.into(),
-            incarnation,
-            value_subject: value_subject.into(),
-            registry,
-            limits: DecodeLimits::default(),
-            schemas: HashMap::new(),
-            subject: None,
-            fixed: None,
-        }
+    async fn fetch(registry: &RegistryClient, id: SchemaId) -> Result<Arc<AvroSchema>, RegistryError> {
+        registry.avro_schema(id).await
     }
 
-    /// A decoder that knows `schema` under `id` already and never asks a registry (its client
-    /// points nowhere): for the fuzz target and tests. `decode_into` never waits, so records
-    /// framed with `id` decode as in a run; any other id is unavailable.
-    pub fn with_known_schema(
-        topic: impl Into<String>,
-        incarnation: Incarnation,
-        id: SchemaId,
-        schema: AvroSchema,
-    ) -> Self {
-        let registry = RegistryClient::new(super::client::RegistrySettings::new("http://127.0.0.1:9"));
-        let mut decoder = AvroRowDecoder::new(topic, incarnation, "no-subject", registry);
-        let schema = Arc::new(schema);
-        decoder.schemas.insert(id, Ok(Arc::new(Known { columns: columns(&schema), schema })));
-        decoder
+    async fn fetch_latest(registry: &RegistryClient, subject: &str) -> Result<Arc<AvroSchema>, RegistryError> {
+        registry.latest_avro_schema(subject).await
     }
 
-    /// The row schema, once the first record has fixed it.
-    pub fn schema(&self) -> Option<&Arc<Schema>> {
-        self.fixed.as_ref().map(|fixed| &fixed.schema)
+    fn message<'a>(_: &AvroSchema, _: SchemaId, payload: &'a [u8]) -> Result<((), &'a [u8]), RowErrorKind> {
+        Ok(((), payload))
     }
 
-    /// Fetches what decoding `values` (a batch's record values, in order) needs: every schema id
-    /// not seen yet, and the subject's latest schema when a tombstone would come first. Fails
-    /// only for a registry that cannot answer (see the module docs).
-    pub async fn prepare<'a>(
-        &mut self,
-        values: impl IntoIterator<Item = Option<&'a [u8]>>,
-    ) -> Result<(), RegistryError> {
-        let mut ids = Vec::new();
-        let mut tombstone_first = false;
-        let mut framed_seen = self.fixed.is_some();
-        for value in values {
-            match value {
-                None => tombstone_first |= !framed_seen,
-                Some(bytes) => {
-                    if let Ok(framed) = split(bytes) {
-                        framed_seen = true;
-                        if !self.schemas.contains_key(&framed.schema_id) && !ids.contains(&framed.schema_id) {
-                            ids.push(framed.schema_id);
-                        }
-                    }
-                }
-            }
-        }
-        for id in ids {
-            let known = match self.registry.avro_schema(id).await {
-                Ok(schema) => Ok(Arc::new(Known { columns: columns(&schema), schema })),
-                Err(error) => Err(record_problem(error)?),
-            };
-            self.schemas.insert(id, known);
-        }
-        if tombstone_first && self.subject.is_none() {
-            let known = match self.registry.latest_avro_schema(&self.value_subject).await {
-                Ok(schema) => Ok(Arc::new(Known { columns: columns(&schema), schema })),
-                Err(error) => Err(record_problem(error)?),
-            };
-            self.subject = Some(known);
-        }
+    fn subject_message(_: &AvroSchema, _: Option<&str>) -> Result<(), String> {
         Ok(())
     }
 
-    /// Appends the row of `record` to `lines`, or says why the record cannot be a row. Never
-    /// waits: [`AvroRowDecoder::prepare`] fetched what it needs.
-    pub fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<(), RowError> {
-        let Some(value) = record.value else {
-            if self.fixed.is_none() {
-                self.fix_from_subject(record)?;
-            }
-            let schema = self.fixed.as_ref().map(|f| f.schema.clone()).unwrap_or_else(|| Arc::new(Schema::Raw));
-            lines.push(&self.row(record, schema, RowPayload::Tombstone));
-            return Ok(());
-        };
-        let framed = split(value).map_err(|e| self.error(record, RowErrorKind::NotFramed(e)))?;
-        let id = framed.schema_id;
-        let known = match self.schemas.get(&id) {
-            Some(Ok(known)) => known.clone(),
-            Some(Err(reason)) => {
-                return Err(
-                    self.error(record, RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: reason.clone() })
-                )
-            }
-            // `prepare` saw every value of the batch.
-            None => {
-                return Err(self.error(
-                    record,
-                    RowErrorKind::SchemaUnavailable {
-                        schema_id: id.0,
-                        reason: "it was not fetched before decoding (a bug in Sluice)".into(),
-                    },
-                ))
-            }
-        };
-        let record_columns = match &known.columns {
-            Ok(columns) => columns,
-            Err(error) => {
-                return Err(self.error(record, RowErrorKind::BadColumns { schema_id: id.0, error: error.clone() }))
-            }
-        };
-        // Whether the record fits the fixed columns; they are fixed (or the id noted as having
-        // the same ones) only once the record has decoded: a rejected record leaves them as
-        // they were, as a rejected JSON record does (found by the avro_rows fuzz target).
-        let first = match &self.fixed {
-            None => true,
-            Some(fixed) if fixed.schema_id == Some(id) || fixed.same.contains(&id) => false,
-            Some(fixed) if same_columns(&fixed.columns, record_columns) => false,
-            Some(fixed) => {
-                let kind = RowErrorKind::SchemaChanged {
-                    schema_id: id.0,
-                    fixed_schema_id: fixed.schema_id.map(|id| id.0),
-                    fixed_at: (fixed.partition, fixed.offset),
-                };
-                return Err(self.error(record, kind));
-            }
-        };
-        let datum = decode(&known.schema, framed.payload, self.limits)
-            .map_err(|error| self.error(record, RowErrorKind::BadDatum { schema_id: id.0, error }))?;
-        let (Node::Record { fields, .. }, Value::Record(values)) = (known.schema.node(known.schema.root()), &datum)
-        else {
-            // `columns` succeeded, so the root is a record, and a record decodes as one.
-            return Err(
-                self.error(record, RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: "not a record".into() })
-            );
+    fn columns(schema: &AvroSchema, (): ()) -> Result<Vec<PayloadColumn>, ColumnError> {
+        columns(schema)
+    }
+
+    fn row(
+        schema: &AvroSchema,
+        id: SchemaId,
+        (): (),
+        datum: &[u8],
+        limits: DecodeLimits,
+    ) -> Result<Vec<Json>, RowErrorKind> {
+        let datum = decode(schema, datum, limits).map_err(|error| RowErrorKind::BadDatum { schema_id: id.0, error })?;
+        let (Node::Record { fields, .. }, Value::Record(values)) = (schema.node(schema.root()), &datum) else {
+            // The columns were found, so the root is a record, and a record decodes as one.
+            return Err(RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: "not a record".into() });
         };
         let mut row = Vec::with_capacity(values.len());
         for (field, value) in fields.iter().zip(values) {
-            let rendered = render(&known.schema, field.node, value).map_err(|reason| {
-                self.error(record, RowErrorKind::NotRepresentable { field: field.name.clone(), reason })
-            })?;
+            let rendered = render(schema, field.node, value)
+                .map_err(|reason| RowErrorKind::NotRepresentable { field: field.name.clone(), reason })?;
             row.push(rendered);
         }
-        match &mut self.fixed {
-            None if first => self.fix(record, Some(id), record_columns.clone()),
-            Some(fixed) if fixed.schema_id != Some(id) && !fixed.same.contains(&id) => fixed.same.push(id),
-            _ => {}
-        }
-        let schema = self.fixed.as_ref().map(|f| f.schema.clone()).unwrap_or_else(|| Arc::new(Schema::Raw));
-        lines.push(&self.row(record, schema, RowPayload::Object(row)));
-        Ok(())
-    }
-
-    fn fix_from_subject(&mut self, record: &RecordRef<'_>) -> Result<(), RowError> {
-        let subject = self.value_subject.clone();
-        let unavailable = |reason: String| RowErrorKind::TombstoneWithoutColumns { subject: subject.clone(), reason };
-        let known = match &self.subject {
-            Some(Ok(known)) => known.clone(),
-            Some(Err(reason)) => return Err(self.error(record, unavailable(reason.clone()))),
-            None => return Err(self.error(record, unavailable("it was not fetched (a bug in Sluice)".into()))),
-        };
-        match &known.columns {
-            Ok(columns) => {
-                self.fix(record, None, columns.clone());
-                Ok(())
-            }
-            Err(error) => Err(self.error(record, unavailable(error.to_string()))),
-        }
-    }
-
-    fn fix(&mut self, record: &RecordRef<'_>, schema_id: Option<SchemaId>, columns: Vec<AvroColumn>) {
-        let schema = Arc::new(Schema::Object(
-            columns.iter().map(|c| Column { name: c.name.clone(), column_type: column_type(c.column_type) }).collect(),
-        ));
-        self.fixed = Some(Fixed {
-            schema_id,
-            same: Vec::new(),
-            columns,
-            schema,
-            partition: record.partition,
-            offset: record.offset,
-        });
-    }
-
-    fn row(&self, record: &RecordRef<'_>, schema: Arc<Schema>, payload: RowPayload) -> Row {
-        Row::of_record(&self.topic, &self.incarnation, record, schema, payload)
-    }
-
-    fn error(&self, record: &RecordRef<'_>, kind: RowErrorKind) -> RowError {
-        RowError { topic: self.topic.clone(), partition: record.partition, offset: record.offset, kind }
-    }
-}
-
-/// A registry failure that belongs to the records naming the schema (their text), or the
-/// failure itself when the registry could not answer.
-pub(crate) fn record_problem(error: RegistryError) -> Result<String, RegistryError> {
-    match error.kind {
-        RegistryErrorKind::NotFound
-        | RegistryErrorKind::WrongType { .. }
-        | RegistryErrorKind::Schema(_)
-        | RegistryErrorKind::References(_) => Ok(crate::cli::error_report(&error)),
-        _ => Err(error),
-    }
-}
-
-/// The row column type of an Avro column.
-pub fn column_type(avro: AvroColumnType) -> ColumnType {
-    match avro {
-        AvroColumnType::Bool => ColumnType::Bool,
-        AvroColumnType::Number => ColumnType::Number,
-        AvroColumnType::String => ColumnType::String,
-        AvroColumnType::Bytes => ColumnType::Bytes,
-        AvroColumnType::Date => ColumnType::Date,
-        AvroColumnType::Time(_) => ColumnType::Time,
-        AvroColumnType::Timestamp(_) => ColumnType::Timestamp,
-        AvroColumnType::LocalTimestamp(_) => ColumnType::LocalTimestamp,
-        AvroColumnType::Json => ColumnType::Json,
+        Ok(row)
     }
 }
 
@@ -368,11 +142,12 @@ fn render(schema: &AvroSchema, node: NodeId, value: &Value<'_>) -> Result<Json, 
     })
 }
 
-const DATE_RANGE: &str = "is a date or timestamp outside the years 0000 to 9999, which RFC 3339 cannot write";
+pub(super) const DATE_RANGE: &str =
+    "is a date or timestamp outside the years 0000 to 9999, which RFC 3339 cannot write";
 const TIME_RANGE: &str = "is a time of day outside 00:00:00 to 23:59:59.999999";
 const SHAPE: &str = "does not match its schema (a bug in Sluice's decoder)";
 
-fn float(value: f64, finite: bool, text: impl Fn() -> String) -> Result<Json, &'static str> {
+pub(super) fn float(value: f64, finite: bool, text: impl Fn() -> String) -> Result<Json, &'static str> {
     if !finite {
         return Err("is a NaN or infinite float, which JSON cannot hold");
     }
@@ -388,7 +163,7 @@ fn float(value: f64, finite: bool, text: impl Fn() -> String) -> Result<Json, &'
 }
 
 /// `YYYY-MM-DD` of days since 1970-01-01, for years 0 to 9999.
-fn date(days: i64) -> Option<String> {
+pub(super) fn date(days: i64) -> Option<String> {
     let (year, month, day) = crate::destination::civil_from_days(days);
     (0..=9999).contains(&year).then(|| format!("{year:04}-{month:02}-{day:02}"))
 }
@@ -405,7 +180,12 @@ fn time(ticks: i64, per_second: i64, digits: usize) -> Option<String> {
 /// RFC 3339 of `ticks` since the Unix epoch, followed by `zone` (`Z`, or nothing for a local
 /// timestamp).
 fn timestamp(ticks: i64, per_second: i64, digits: usize, zone: &str) -> Option<String> {
-    let (seconds, fraction) = (ticks.div_euclid(per_second), ticks.rem_euclid(per_second));
+    rfc3339(ticks.div_euclid(per_second), ticks.rem_euclid(per_second), digits, zone)
+}
+
+/// RFC 3339 of `seconds` since the Unix epoch and `fraction` (of `digits` digits, below one
+/// second), followed by `zone`.
+pub(super) fn rfc3339(seconds: i64, fraction: i64, digits: usize, zone: &str) -> Option<String> {
     let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     let day = date(days)?;
     Some(format!(
@@ -419,6 +199,9 @@ fn timestamp(ticks: i64, per_second: i64, digits: usize, zone: &str) -> Option<S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::Incarnation;
+    use crate::row_lines::RowLines;
+    use crate::rows::{RecordRef, RowError};
 
     #[test]
     fn dates_times_and_timestamps() {
@@ -469,8 +252,7 @@ mod tests {
 
     /// Registers `text` under `id` as if `prepare` had fetched it.
     fn known(decoder: &mut AvroRowDecoder, id: u32, text: &str) {
-        let schema = Arc::new(AvroSchema::parse(text).unwrap());
-        decoder.schemas.insert(SchemaId(id), Ok(Arc::new(Known { columns: columns(&schema), schema })));
+        decoder.schemas.insert(SchemaId(id), Ok(Arc::new(AvroSchema::parse(text).unwrap())));
     }
 
     fn framed(id: u32, datum: &[u8]) -> Vec<u8> {

@@ -31,6 +31,7 @@ use sluice_wire::http::{percent_encode, HttpClient, HttpConfig, HttpError, HttpR
 
 use super::avro::{Schema as AvroSchema, SchemaError, SchemaParser};
 use super::framing::SchemaId;
+use super::protobuf::{Schema as ProtobufSchema, SchemaError as ProtobufSchemaError};
 
 /// References one schema may pull in (all levels together).
 pub const MAX_REFERENCES: usize = 64;
@@ -141,6 +142,22 @@ pub fn decode_schema_response(body: &[u8]) -> Result<RegisteredSchema, ResponseE
     Ok(RegisteredSchema { schema_type, schema: schema.clone(), references })
 }
 
+/// What the references of one schema are fetched as.
+struct Lookup<'a> {
+    /// Appended to each reference's path (`?format=serialized` for Protobuf).
+    query: &'a str,
+    expected: SchemaType,
+    /// The schema whose references these are, for errors.
+    what: &'a str,
+}
+
+/// The bytes of a Protobuf schema served as a base64 `FileDescriptorProto`.
+fn serialized_descriptor(text: &str) -> Result<Vec<u8>, ProtobufSchemaError> {
+    crate::json::base64_decode(text.trim()).ok_or(ProtobufSchemaError::NotSerialized {
+        looks_like_text: text.contains("syntax") || text.contains("message "),
+    })
+}
+
 /// How the client authenticates.
 #[derive(Clone, Default)]
 pub enum RegistryAuth {
@@ -237,6 +254,8 @@ pub enum RegistryErrorKind {
     BadResponse(ResponseError),
     /// The schema (or a reference) is not a valid Avro schema.
     Schema(SchemaError),
+    /// The schema (or a reference) is not a usable Protobuf schema.
+    ProtobufSchema(Box<ProtobufSchemaError>),
     /// The id holds another kind of schema than the topic's `format` says.
     WrongType {
         expected: SchemaType,
@@ -263,6 +282,7 @@ impl fmt::Display for RegistryError {
             RegistryErrorKind::Http { attempts, .. } => write!(f, "the request failed (after {attempts} attempts)"),
             RegistryErrorKind::BadResponse(reason) => write!(f, "not a schema registry answer: {reason}"),
             RegistryErrorKind::Schema(_) => write!(f, "the registered schema is not a valid Avro schema"),
+            RegistryErrorKind::ProtobufSchema(error) => write!(f, "the registered Protobuf schema cannot be read: {error}"),
             RegistryErrorKind::WrongType { expected, found } => write!(
                 f,
                 "the schema is {} but the topic's format expects {}; set the topic's `format` to match the data",
@@ -279,6 +299,7 @@ impl std::error::Error for RegistryError {
         match &self.kind {
             RegistryErrorKind::Http { source, .. } => Some(source),
             RegistryErrorKind::Schema(source) => Some(source),
+            RegistryErrorKind::ProtobufSchema(source) => Some(source.as_ref()),
             RegistryErrorKind::BadResponse(source) => Some(source),
             _ => None,
         }
@@ -292,6 +313,7 @@ pub struct RegistryClient {
     settings: Arc<RegistrySettings>,
     http: HttpClient,
     avro: Arc<Mutex<HashMap<SchemaId, Arc<AvroSchema>>>>,
+    protobuf: Arc<Mutex<HashMap<SchemaId, Arc<ProtobufSchema>>>>,
     /// Ids known to be JSON Schemas.
     json: Arc<Mutex<HashSet<SchemaId>>>,
 }
@@ -308,7 +330,13 @@ impl RegistryClient {
             config = config.with_client_certificate(cert.clone(), key.clone());
         }
         let settings = Arc::new(RegistrySettings { url: settings.url.trim_end_matches('/').to_string(), ..settings });
-        RegistryClient { settings, http: HttpClient::new(config), avro: Arc::default(), json: Arc::default() }
+        RegistryClient {
+            settings,
+            http: HttpClient::new(config),
+            avro: Arc::default(),
+            protobuf: Arc::default(),
+            json: Arc::default(),
+        }
     }
 
     /// The Avro schema registered under `id`, its references resolved; cached.
@@ -352,32 +380,88 @@ impl RegistryClient {
     }
 
     async fn avro_at(&self, path: &str, what: &str) -> Result<Arc<AvroSchema>, RegistryError> {
-        let what = what.to_string();
-        let registered = self.fetch(path, &what).await?;
-        if registered.schema_type != SchemaType::Avro {
-            return Err(self.error(
-                &what,
-                RegistryErrorKind::WrongType { expected: SchemaType::Avro, found: registered.schema_type },
-            ));
-        }
+        let (registered, references) = self.with_references(path, "", SchemaType::Avro, what).await?;
         let mut parser = SchemaParser::new();
-        let mut seen = Vec::new();
-        self.add_references(&registered.references, &mut parser, &mut seen, 0, &what).await?;
-        let schema = parser.parse(&registered.schema).map_err(|e| self.error(&what, RegistryErrorKind::Schema(e)))?;
+        for (inner_what, reference) in references {
+            parser
+                .add_reference(&reference.schema)
+                .map_err(|e| self.error(&inner_what, RegistryErrorKind::Schema(e)))?;
+        }
+        let schema = parser.parse(&registered.schema).map_err(|e| self.error(what, RegistryErrorKind::Schema(e)))?;
         Ok(Arc::new(schema))
     }
 
-    /// Depth-first, dependencies before dependents; a subject/version already parsed is
+    /// The Protobuf schema registered under `id`, its references resolved; cached.
+    pub async fn protobuf_schema(&self, id: SchemaId) -> Result<Arc<ProtobufSchema>, RegistryError> {
+        if let Some(schema) = self.protobuf.lock().ok().and_then(|cache| cache.get(&id).cloned()) {
+            return Ok(schema);
+        }
+        let schema = self.protobuf_at(&format!("/schemas/ids/{id}"), &format!("schema id {id}")).await?;
+        if let Ok(mut cache) = self.protobuf.lock() {
+            cache.insert(id, schema.clone());
+        }
+        Ok(schema)
+    }
+
+    /// The latest Protobuf schema registered under `subject` (not cached: it changes).
+    pub async fn latest_protobuf_schema(&self, subject: &str) -> Result<Arc<ProtobufSchema>, RegistryError> {
+        let what = format!("subject {subject} version latest");
+        self.protobuf_at(&format!("/subjects/{}/versions/latest", percent_encode(subject)), &what).await
+    }
+
+    /// Protobuf schemas are asked for as serialized `FileDescriptorProto`s (base64), as
+    /// Confluent's own deserializers ask: no `.proto` parser is needed (see DESIGN.md).
+    async fn protobuf_at(&self, path: &str, what: &str) -> Result<Arc<ProtobufSchema>, RegistryError> {
+        const SERIALIZED: &str = "?format=serialized";
+        let (registered, references) = self.with_references(path, SERIALIZED, SchemaType::Protobuf, what).await?;
+        let bad = |what: &str, error| self.error(what, RegistryErrorKind::ProtobufSchema(Box::new(error)));
+        let main = serialized_descriptor(&registered.schema).map_err(|e| bad(what, e))?;
+        let mut files = Vec::with_capacity(references.len());
+        for (inner_what, reference) in &references {
+            files.push(serialized_descriptor(&reference.schema).map_err(|e| bad(inner_what, e))?);
+        }
+        let files: Vec<&[u8]> = files.iter().map(Vec::as_slice).collect();
+        let schema = ProtobufSchema::from_descriptors(&main, &files).map_err(|e| bad(what, e))?;
+        Ok(Arc::new(schema))
+    }
+
+    /// The schema at `path` (with `query`), checked to be of `expected` type, and its
+    /// references (each with its `what`), dependencies before dependents.
+    async fn with_references(
+        &self,
+        path: &str,
+        query: &str,
+        expected: SchemaType,
+        what: &str,
+    ) -> Result<(RegisteredSchema, Vec<(String, RegisteredSchema)>), RegistryError> {
+        let registered = self.fetch(&format!("{path}{query}"), what).await?;
+        self.check_type(&registered, expected, what)?;
+        let mut seen = Vec::new();
+        let mut references = Vec::new();
+        let lookup = Lookup { query, expected, what };
+        self.add_references(&registered.references, &lookup, &mut seen, 0, &mut references).await?;
+        Ok((registered, references))
+    }
+
+    fn check_type(&self, registered: &RegisteredSchema, expected: SchemaType, what: &str) -> Result<(), RegistryError> {
+        if registered.schema_type != expected {
+            return Err(self.error(what, RegistryErrorKind::WrongType { expected, found: registered.schema_type }));
+        }
+        Ok(())
+    }
+
+    /// Depth-first, dependencies before dependents; a subject/version already fetched is
     /// skipped, one still being resolved (a cycle) is an error.
     fn add_references<'a>(
         &'a self,
         references: &'a [SchemaReference],
-        parser: &'a mut SchemaParser,
+        lookup: &'a Lookup<'a>,
         seen: &'a mut Vec<(String, i64, bool)>,
         depth: usize,
-        what: &'a str,
+        out: &'a mut Vec<(String, RegisteredSchema)>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RegistryError>> + Send + 'a>> {
         Box::pin(async move {
+            let what = lookup.what;
             if depth >= MAX_REFERENCE_DEPTH && !references.is_empty() {
                 return Err(self
                     .error(what, RegistryErrorKind::References(format!("nested deeper than {MAX_REFERENCE_DEPTH}"))));
@@ -407,18 +491,16 @@ impl RegistryClient {
                     "{what}, reference {} (subject {} version {})",
                     reference.name, reference.subject, reference.version
                 );
-                let path = format!("/subjects/{}/versions/{}", percent_encode(&reference.subject), reference.version);
+                let path = format!(
+                    "/subjects/{}/versions/{}{}",
+                    percent_encode(&reference.subject),
+                    reference.version,
+                    lookup.query
+                );
                 let registered = self.fetch(&path, &inner_what).await?;
-                if registered.schema_type != SchemaType::Avro {
-                    return Err(self.error(
-                        &inner_what,
-                        RegistryErrorKind::WrongType { expected: SchemaType::Avro, found: registered.schema_type },
-                    ));
-                }
-                self.add_references(&registered.references, parser, seen, depth + 1, what).await?;
-                parser
-                    .add_reference(&registered.schema)
-                    .map_err(|e| self.error(&inner_what, RegistryErrorKind::Schema(e)))?;
+                self.check_type(&registered, lookup.expected, &inner_what)?;
+                self.add_references(&registered.references, lookup, seen, depth + 1, out).await?;
+                out.push((inner_what, registered));
                 if let Some(entry) =
                     seen.iter_mut().find(|(s, v, _)| *s == reference.subject && *v == reference.version)
                 {

@@ -13,7 +13,8 @@
 //! | `["null", T]` (either order) | T, nullable |
 //! | any other union | json |
 //!
-//! `sluice read` uses them for `format: avro` topics ([`super::avro_rows`]).
+//! `sluice read` uses them for `format: avro` topics ([`super::avro_rows`]); Protobuf messages
+//! follow the same name rules and types ([`super::protobuf_rows`]).
 
 use std::fmt;
 
@@ -30,7 +31,7 @@ pub enum TimeUnit {
 
 /// A payload column's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AvroColumnType {
+pub enum PayloadType {
     Bool,
     Number,
     String,
@@ -46,15 +47,14 @@ pub enum AvroColumnType {
     Json,
 }
 
-/// One payload column from a record field.
+/// One payload column from a record (or message) field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AvroColumn {
+pub struct PayloadColumn {
     pub name: String,
-    pub column_type: AvroColumnType,
-    /// The field can be null (`null`, or a union with a `null` branch).
+    pub column_type: PayloadType,
+    /// The field can be null (`null`, or a union with a `null` branch; a Protobuf field with
+    /// presence).
     pub nullable: bool,
-    /// The field's schema node (the non-null branch for `["null", T]`).
-    pub node: NodeId,
 }
 
 /// Why a schema cannot give payload columns.
@@ -93,63 +93,70 @@ impl fmt::Display for ColumnError {
 impl std::error::Error for ColumnError {}
 
 /// The payload columns of a record schema.
-pub fn columns(schema: &Schema) -> Result<Vec<AvroColumn>, ColumnError> {
+pub fn columns(schema: &Schema) -> Result<Vec<PayloadColumn>, ColumnError> {
     let Node::Record { fields, .. } = schema.node(schema.root()) else {
         return Err(ColumnError::NotARecord { found: kind_name(schema.node(schema.root())) });
     };
     let mut columns = Vec::with_capacity(fields.len());
     for field in fields {
-        let lower = field.name.to_ascii_lowercase();
-        if field.name.is_empty() {
-            return Err(ColumnError::EmptyName);
-        } else if TRANSPORT_COLUMNS.contains(&lower.as_str()) {
-            return Err(ColumnError::TransportNameCollision { field: field.name.clone() });
-        } else if lower.starts_with(RESERVED_PREFIX) {
-            return Err(ColumnError::ReservedPrefix { field: field.name.clone() });
-        }
-        let (column_type, nullable, node) = column_type(schema, field.node);
-        columns.push(AvroColumn { name: field.name.clone(), column_type, nullable, node });
+        check_name(&field.name)?;
+        let (column_type, nullable) = column_type(schema, field.node);
+        columns.push(PayloadColumn { name: field.name.clone(), column_type, nullable });
     }
     Ok(columns)
+}
+
+/// Whether a field's name may be a payload column's (the JSON rules).
+pub fn check_name(name: &str) -> Result<(), ColumnError> {
+    let lower = name.to_ascii_lowercase();
+    if name.is_empty() {
+        Err(ColumnError::EmptyName)
+    } else if TRANSPORT_COLUMNS.contains(&lower.as_str()) {
+        Err(ColumnError::TransportNameCollision { field: name.to_string() })
+    } else if lower.starts_with(RESERVED_PREFIX) {
+        Err(ColumnError::ReservedPrefix { field: name.to_string() })
+    } else {
+        Ok(())
+    }
 }
 
 /// Whether a later schema's columns continue a run whose columns `fixed` set: the same names in
 /// the same order with the same types (a field may become nullable or stop being so: null is
 /// written as null either way).
-pub fn same_columns(fixed: &[AvroColumn], later: &[AvroColumn]) -> bool {
+pub fn same_columns(fixed: &[PayloadColumn], later: &[PayloadColumn]) -> bool {
     fixed.len() == later.len()
         && fixed.iter().zip(later).all(|(a, b)| a.name == b.name && a.column_type == b.column_type)
 }
 
-fn column_type(schema: &Schema, node: NodeId) -> (AvroColumnType, bool, NodeId) {
+fn column_type(schema: &Schema, node: NodeId) -> (PayloadType, bool) {
     if let Node::Union(branches) = schema.node(node) {
         let mut non_null = branches.iter().filter(|branch| !matches!(schema.node(**branch), Node::Null));
         let has_null = non_null.clone().count() < branches.len();
         return match (non_null.next(), non_null.next()) {
-            (Some(&only), None) => (scalar_type(schema.node(only)), has_null, only),
-            _ => (AvroColumnType::Json, has_null, node),
+            (Some(&only), None) => (scalar_type(schema.node(only)), has_null),
+            _ => (PayloadType::Json, has_null),
         };
     }
     let node_ref = schema.node(node);
-    (scalar_type(node_ref), matches!(node_ref, Node::Null), node)
+    (scalar_type(node_ref), matches!(node_ref, Node::Null))
 }
 
-fn scalar_type(node: &Node) -> AvroColumnType {
+fn scalar_type(node: &Node) -> PayloadType {
     match node {
-        Node::Boolean => AvroColumnType::Bool,
-        Node::Int | Node::Long | Node::Float | Node::Double | Node::Decimal { .. } => AvroColumnType::Number,
-        Node::String | Node::Uuid { .. } | Node::Enum { .. } => AvroColumnType::String,
-        Node::Bytes | Node::Fixed { .. } => AvroColumnType::Bytes,
-        Node::Date => AvroColumnType::Date,
-        Node::TimeMillis => AvroColumnType::Time(TimeUnit::Millis),
-        Node::TimeMicros => AvroColumnType::Time(TimeUnit::Micros),
-        Node::TimestampMillis => AvroColumnType::Timestamp(TimeUnit::Millis),
-        Node::TimestampMicros => AvroColumnType::Timestamp(TimeUnit::Micros),
-        Node::TimestampNanos => AvroColumnType::Timestamp(TimeUnit::Nanos),
-        Node::LocalTimestampMillis => AvroColumnType::LocalTimestamp(TimeUnit::Millis),
-        Node::LocalTimestampMicros => AvroColumnType::LocalTimestamp(TimeUnit::Micros),
-        Node::LocalTimestampNanos => AvroColumnType::LocalTimestamp(TimeUnit::Nanos),
-        Node::Null | Node::Record { .. } | Node::Array(_) | Node::Map(_) | Node::Union(_) => AvroColumnType::Json,
+        Node::Boolean => PayloadType::Bool,
+        Node::Int | Node::Long | Node::Float | Node::Double | Node::Decimal { .. } => PayloadType::Number,
+        Node::String | Node::Uuid { .. } | Node::Enum { .. } => PayloadType::String,
+        Node::Bytes | Node::Fixed { .. } => PayloadType::Bytes,
+        Node::Date => PayloadType::Date,
+        Node::TimeMillis => PayloadType::Time(TimeUnit::Millis),
+        Node::TimeMicros => PayloadType::Time(TimeUnit::Micros),
+        Node::TimestampMillis => PayloadType::Timestamp(TimeUnit::Millis),
+        Node::TimestampMicros => PayloadType::Timestamp(TimeUnit::Micros),
+        Node::TimestampNanos => PayloadType::Timestamp(TimeUnit::Nanos),
+        Node::LocalTimestampMillis => PayloadType::LocalTimestamp(TimeUnit::Millis),
+        Node::LocalTimestampMicros => PayloadType::LocalTimestamp(TimeUnit::Micros),
+        Node::LocalTimestampNanos => PayloadType::LocalTimestamp(TimeUnit::Nanos),
+        Node::Null | Node::Record { .. } | Node::Array(_) | Node::Map(_) | Node::Union(_) => PayloadType::Json,
     }
 }
 
@@ -169,7 +176,7 @@ fn kind_name(node: &Node) -> &'static str {
 mod tests {
     use super::*;
 
-    fn types(text: &str) -> Vec<(String, AvroColumnType, bool)> {
+    fn types(text: &str) -> Vec<(String, PayloadType, bool)> {
         columns(&Schema::parse(text).unwrap())
             .unwrap()
             .into_iter()
@@ -197,7 +204,7 @@ mod tests {
               {"name":"multi","type":["null","long","string"]},
               {"name":"n","type":"null"}]}"#,
         );
-        use AvroColumnType::*;
+        use PayloadType::*;
         assert_eq!(
             got,
             [

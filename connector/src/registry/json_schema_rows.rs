@@ -14,8 +14,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::avro_rows::record_problem;
 use super::client::{RegistryClient, RegistryError};
+use super::framed_rows::record_problem;
 use super::framing::{split, SchemaId};
 use crate::checkpoint::Incarnation;
 use crate::row_lines::RowLines;

@@ -8,5 +8,8 @@ pub mod avro;
 pub mod avro_rows;
 pub mod client;
 pub mod columns;
+pub mod framed_rows;
 pub mod framing;
 pub mod json_schema_rows;
+pub mod protobuf;
+pub mod protobuf_rows;
