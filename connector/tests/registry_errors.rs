@@ -140,12 +140,12 @@ async fn protobuf_schemas_are_asked_for_serialized_and_text_is_refused() {
     let server = FakeHttp::start(move |request| match request.target.as_str() {
         "/schemas/ids/1?format=serialized" => Reply::json(
             200,
-            &format!(
+            format!(
                 r#"{{"schemaType":"PROTOBUF","schema":"{main}","references":[{{"name":"color.proto","subject":"color","version":1}}]}}"#
             ),
         ),
         "/subjects/color/versions/1?format=serialized" => {
-            Reply::json(200, &format!(r#"{{"schemaType":"PROTOBUF","schema":"{color}"}}"#))
+            Reply::json(200, format!(r#"{{"schemaType":"PROTOBUF","schema":"{color}"}}"#))
         }
         // A registry that ignores `format`.
         "/schemas/ids/2?format=serialized" => {
