@@ -380,3 +380,9 @@ m = fl(1, "M") + fl(2, pfield("a", 1, 1, 3)) + fl(2, pfield("b", 2, 1, 9)) + fl(
 descriptor = fl(1, "t.proto") + fl(2, "t") + fl(4, m) + fl(12, "proto3")
 put("protobuf_schema", "recursive", struct.pack(">H", len(descriptor)) + descriptor + fv(1, 5) + fl(2, "x") + fl(3, fv(1, 1)))
 put("protobuf_schema", "not-a-descriptor", b"\x00\x10" + b'syntax = "proto3";')
+
+# avro_json_encode: [schema pick] + a JSON value in the forms `sluice read` writes.
+put("avro_json_encode", "all-types", b"\x00" + b'{"n":null,"b":true,"i":-5,"l":12345678901,"f":1.5,"d":-0.25,"by":{"base64":"/wA="},"s":"x","e":"B","fx":"abcd","a":["A","C"],"m":{"k":"v","z":null,"f":{"utf8":"wxyz"}},"o":7}')
+put("avro_json_encode", "logical", b"\x01" + b'{"dec":-1.5,"decf":"12.34","u":"123e4567-e89b-12d3-a456-426614174000","uf":"123e4567-e89b-12d3-a456-426614174000","date":"2024-02-29","tm":"13:45:30.123","tu":"00:00:00.000001","tsm":"2024-02-29T13:45:30.123Z","tsu":1,"tsn":"1970-01-01T00:00:00.000000001Z","lm":"2024-02-29T13:45:30.123","lu":"0001-01-01T00:00:00.000000"}')
+put("avro_json_encode", "list", b"\x02" + b'{"v":1,"next":{"v":2,"next":null}}')
+put("avro_json_encode", "nested", b"\x05" + b'[[{"a":null,"b":1,"c":"x","d":true}],[]]')

@@ -394,6 +394,10 @@ struct WriteArgs {
     /// followed by `.dead-letters.jsonl`.
     #[arg(long, value_name = "FILE")]
     dead_letter_file: Option<PathBuf>,
+    /// For a topic configured with `format: avro`: an Avro schema (JSON) to register under the
+    /// value subject and encode the values with. Default: the subject's latest schema.
+    #[arg(long, value_name = "FILE")]
+    value_schema: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -467,6 +471,7 @@ fn write_command(args: WriteArgs) -> Result<Command, clap::Error> {
     options.chunk_records = args.chunk_records;
     options.chunk_bytes = args.chunk_bytes;
     options.dead_letter_file = args.dead_letter_file;
+    options.value_schema = args.value_schema;
     Ok(Command::Write { config: args.config, options })
 }
 

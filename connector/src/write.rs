@@ -43,6 +43,7 @@
 //! # References
 //! - KIP-618 (exactly-once support for source connectors), KIP-98 (transactions).
 
+pub mod encode;
 pub mod line;
 pub mod position;
 
@@ -61,6 +62,7 @@ use crate::fault;
 use crate::json;
 use crate::offsets::{self, OffsetsError};
 use crate::read::{self, ReadError, StopSignal};
+use encode::{EncoderError, ValueEncoder};
 use line::{line_to_record, FieldMapping, InputFormat};
 use position::{identify, mismatch, position_key, Position};
 
@@ -109,6 +111,9 @@ pub struct WriteOptions {
     pub chunk_records: u64,
     pub chunk_bytes: u64,
     pub dead_letter_file: Option<PathBuf>,
+    /// A schema file to register under the topic's value subject and encode with
+    /// (`format: avro`); without it the subject's latest schema is used.
+    pub value_schema: Option<PathBuf>,
 }
 
 impl WriteOptions {
@@ -126,6 +131,7 @@ impl WriteOptions {
             chunk_records: 1000,
             chunk_bytes: 4 << 20,
             dead_letter_file: None,
+            value_schema: None,
         }
     }
 }
@@ -174,6 +180,8 @@ pub enum WriteError {
     PositionTimeout { offsets_topic: String, partition: i32, reached: i64, end: i64 },
     /// The offsets topic exists and is not compacted: retention would delete positions.
     OffsetsTopicNotCompacted { offsets_topic: String, policy: String },
+    /// The schema registry could not give the schema to encode with.
+    Registry(Box<crate::registry::client::RegistryError>),
 }
 
 impl fmt::Display for WriteError {
@@ -221,6 +229,7 @@ impl fmt::Display for WriteError {
                  (kafka-configs --alter --entity-type topics --entity-name {offsets_topic} --add-config \
                  cleanup.policy=compact) or give another --offsets-topic"
             ),
+            WriteError::Registry(error) => write!(f, "{error}"),
         }
     }
 }
@@ -230,6 +239,7 @@ impl std::error::Error for WriteError {
         match self {
             WriteError::Connect(error) => Some(error.as_ref()),
             WriteError::Client { source, .. } => Some(source.as_ref()),
+            WriteError::Registry(error) => error.source(),
             WriteError::Input { source, .. } | WriteError::DeadLetters { source, .. } => Some(source),
             _ => None,
         }
@@ -299,6 +309,20 @@ pub async fn write(
         .clone()
         .unwrap_or_else(|| default_job_id(&options.topic, path.as_deref().unwrap_or(Path::new("-"))));
 
+    let value_schema = match &options.value_schema {
+        Some(path) => Some(
+            fs::read_to_string(path)
+                .map_err(|source| WriteError::Input { input: path.display().to_string(), source })?,
+        ),
+        None => None,
+    };
+    let encoder =
+        ValueEncoder::for_topic(config, &options.topic, value_schema.as_deref()).await.map_err(
+            |error| match error {
+                EncoderError::Registry(error) => WriteError::Registry(error),
+                EncoderError::Unsupported(message) => WriteError::Usage(message),
+            },
+        )?;
     let client = read::connect(config).await.map_err(|error| WriteError::Connect(Box::new(error)))?;
     offsets::topic_partitions(&client, &options.topic)
         .await?
@@ -414,7 +438,9 @@ pub async fn write(
             if line.bytes.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            match line_to_record(&line.bytes, options.format, &options.mapping, now_millis()) {
+            let record = line_to_record(&line.bytes, options.format, &options.mapping, now_millis())
+                .and_then(|mut record| encoder.encode(&mut record.record).map(|()| record));
+            match record {
                 Ok(record) => {
                     if exactly_once && !in_transaction {
                         producer.begin_transaction().await.map_err(client_error("beginning a transaction"))?;

@@ -768,3 +768,141 @@ async fn protobuf_records_from_confluent_python_serializer_become_columns() {
     let missing = discover(json!({"name": topic, "format": "protobuf", "value_message": "shop.Nope"}));
     assert!(missing["payload_error"].as_str().is_some_and(|e| e.contains("no message `shop.Nope`")), "{missing}");
 }
+
+/// The Avro schema `sluice write` registers in [`sluice_write_encodes_avro_that_confluent_python_reads`].
+const WRITE_SCHEMA: &str = r#"{"type":"record","name":"Order","namespace":"shop","fields":[
+  {"name":"id","type":"string"},
+  {"name":"n","type":"long"},
+  {"name":"score","type":"double"},
+  {"name":"ok","type":"boolean"},
+  {"name":"price","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+  {"name":"raw","type":"bytes"},
+  {"name":"day","type":{"type":"int","logicalType":"date"}},
+  {"name":"at","type":{"type":"long","logicalType":"timestamp-micros"}},
+  {"name":"note","type":["null","string"],"default":null},
+  {"name":"color","type":{"type":"enum","name":"Color","symbols":["RED","GREEN"]}},
+  {"name":"tags","type":{"type":"array","items":"string"}},
+  {"name":"counts","type":{"type":"map","values":"long"}},
+  {"name":"ship","type":["null",{"type":"record","name":"Address","fields":[{"name":"city","type":"string"}]}]},
+  {"name":"ref","type":{"type":"string","logicalType":"uuid"}}]}"#;
+
+/// Line `i` of the Avro write test's input, in the forms `sluice read` writes.
+fn write_line(i: i64) -> Json {
+    json!({
+        "id": format!("order-{i}"),
+        "n": i * 1_000_000_007 - 3,
+        "score": i as f64 * 1.5,
+        "ok": i % 2 == 0,
+        "price": serde_json::from_str::<Json>(&format!("{}{}.{:02}", if i % 2 == 1 { "-" } else { "" }, i, i + 10)).unwrap(),
+        "raw": if i % 2 == 0 { json!({"utf8": format!("r{i}")}) } else { json!({"base64": "/wA="}) },
+        "day": format!("2024-02-{:02}", i + 1),
+        "at": format!("2024-02-29T13:45:{:02}.{:06}Z", i, 123_456 + i),
+        "note": if i % 3 == 0 { Json::Null } else { json!(format!("note {i}")) },
+        "color": if i % 2 == 0 { "RED" } else { "GREEN" },
+        "tags": (0..i % 3).map(|t| format!("t{t}")).collect::<Vec<_>>(),
+        "counts": {"a": i, "b": -i},
+        "ship": if i % 2 == 0 { json!({"city": "Paris"}) } else { Json::Null },
+        "ref": format!("123e4567-e89b-12d3-a456-{:012}", i),
+    })
+}
+
+/// `sluice write` into a topic configured with `format: avro`: `--value-schema` registers the
+/// schema under `<topic>-value`, each line is encoded with it and framed with its id, and
+/// Confluent's Python `AvroDeserializer` (`tests/registry/consume_avro.py`) reads every record
+/// back equal to its line (every logical type, a union, an enum, an array, a map, a nested
+/// record). A line that does not fit the schema is a dead letter naming the field. A second run
+/// without `--value-schema` takes the subject's latest schema. Then `sluice read` of the topic
+/// gives rows equal to the lines: rows read from an Avro topic write back to one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_write_encodes_avro_that_confluent_python_reads() {
+    let Some(Setup { url, python, topic, .. }) = setup("avro-write").await else { return };
+    let dir = common::temp_dir("avro-write");
+    let schema_file = dir.join("order.avsc");
+    std::fs::write(&schema_file, WRITE_SCHEMA).unwrap();
+    let mut lines: Vec<Json> = (0..8).map(write_line).collect();
+    let mut text: Vec<String> = lines.iter().map(Json::to_string).collect();
+    // Line 4: `n` is not a long.
+    text.insert(3, write_line(99).to_string().replace(r#""n":99000000690"#, r#""n":"many""#));
+    let input = dir.join("orders.jsonl");
+    std::fs::write(&input, text.join("\n") + "\n").unwrap();
+    let config = format_config(&dir, &topic, "avro", &url, json!({"on_malformed": "dead_letter"}));
+    let config = config.to_str().unwrap();
+    let write = |input: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["write", "--config", config, "--topic", &topic, "--input", input.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let run = common::sluice(&args);
+        run.assert_success();
+        run
+    };
+    let run = write(&input, &["--value-schema", schema_file.to_str().unwrap()]);
+    assert!(run.stdout.contains("wrote 8 records (1 dead letters)"), "{}", run.stdout);
+    let letters = std::fs::read_to_string(dir.join("orders.jsonl.dead-letters.jsonl")).unwrap();
+    let letter: Json = serde_json::from_str(letters.lines().next().unwrap()).unwrap();
+    assert_eq!(letter["line"], json!(4), "{letter}");
+    assert!(letter["error"].as_str().unwrap().contains("$.n: is a string, not a number"), "{letter}");
+    // A second run: the subject's latest schema (the registered one).
+    let more = dir.join("more.jsonl");
+    let extra: Vec<Json> = (8..10).map(write_line).collect();
+    std::fs::write(&more, extra.iter().map(Json::to_string).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+    write(&more, &[]);
+    lines.extend(extra);
+    let versions = registry_get(&url, &format!("/subjects/{topic}-value/versions")).await;
+    assert_eq!(versions, json!([1]), "one schema registered");
+
+    let read = run_consumer(&python, &url, &topic, lines.len());
+    assert_eq!(read.len(), lines.len());
+    for (index, (python_read, line)) in read.iter().zip(&lines).enumerate() {
+        for (name, value) in line.as_object().unwrap() {
+            assert!(
+                same_in_row(value, &python_read[name]),
+                "record {index} field {name}: Sluice wrote {value} but Python read {}",
+                python_read[name]
+            );
+        }
+        assert_eq!(python_read.as_object().unwrap().len(), line.as_object().unwrap().len(), "{python_read}");
+    }
+
+    let dest = dir.join("back");
+    common::read_bounded_async(&format_config(&dir.join("read"), &topic, "avro", &url, json!({})), &dest, &[], &[])
+        .await
+        .assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(rows.len(), lines.len());
+    for (index, (row, line)) in rows.iter().zip(&lines).enumerate() {
+        assert_row_holds(index, row, line);
+    }
+}
+
+/// `tests/registry/consume_avro.py`: `count` records of `topic` as Python's Avro deserializer
+/// reads them.
+fn run_consumer(python: &str, url: &str, topic: &str, count: usize) -> Vec<Json> {
+    let count = count.to_string();
+    run_producer_script(python, "consume_avro.py", url, topic, &[count.as_str()])
+}
+
+/// `sluice write` into a topic configured with `format: json_schema`: `--value-schema`
+/// registers the JSON Schema, each line is framed with its id, and Confluent's Python
+/// `JSONDeserializer` (which validates each value against the writer's schema) reads them back
+/// equal to the lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_write_frames_json_schema_that_confluent_python_reads() {
+    let Some(Setup { url, python, topic, .. }) = setup("json-schema-write").await else { return };
+    let dir = common::temp_dir("json-schema-write");
+    let schema_file = dir.join("reading.json");
+    std::fs::write(
+        &schema_file,
+        r#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["a"]}"#,
+    )
+    .unwrap();
+    let lines = [json!({"a": 1, "b": "x \u{e9}"}), json!({"a": 2}), json!({"a": 10_000_000_000_i64, "b": ""})];
+    let input = dir.join("readings.jsonl");
+    std::fs::write(&input, lines.iter().map(Json::to_string).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+    let config = format_config(&dir, &topic, "json_schema", &url, json!({}));
+    let args = ["write", "--config", config.to_str().unwrap(), "--topic", &topic, "--input", input.to_str().unwrap()];
+    common::sluice(&[&args[..], &["--value-schema", schema_file.to_str().unwrap()]].concat()).assert_success();
+    let latest = registry_get(&url, &format!("/subjects/{topic}-value/versions/latest")).await;
+    assert_eq!(latest["schemaType"], json!("JSON"), "{latest}");
+    let count = lines.len().to_string();
+    let read = run_producer_script(&python, "consume_avro.py", &url, &topic, &[count.as_str(), "json"]);
+    assert_eq!(read, lines, "what Python's JSONDeserializer read");
+}

@@ -29,6 +29,7 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "avro_rows" => avro_rows(data),
         "protobuf_rows" => protobuf_rows(data),
         "protobuf_schema" => protobuf_schema(data),
+        "avro_json_encode" => avro_json_encode(data),
         _ => return false,
     }
     true
@@ -452,7 +453,8 @@ pub fn avro_datum(data: &[u8]) {
 /// panic; an accepted answer has the schema text and at most `MAX_REFERENCES` references, each
 /// taken from the body; an Avro schema in it goes through the schema parser.
 pub fn registry_response(data: &[u8]) {
-    use sluice::registry::client::{decode_schema_response, SchemaType, MAX_REFERENCES};
+    use sluice::registry::client::{decode_id_response, decode_schema_response, SchemaType, MAX_REFERENCES};
+    let _ = decode_id_response(data);
     let Ok(answer) = decode_schema_response(data) else { return };
     assert!(answer.references.len() <= MAX_REFERENCES);
     assert!(answer.schema.len() <= data.len(), "the schema text comes from the body");
@@ -642,5 +644,23 @@ pub fn protobuf_schema(data: &[u8]) {
         if columns(&schema, message).is_ok() {
             let _ = Protobuf::row(&schema, SchemaId(1), message, encoded, limits);
         }
+    }
+}
+
+/// A JSON value (the rest of the input, parsed strictly) encoded as a datum of a schema of
+/// [`AVRO_DATUM_SCHEMAS`] (the first byte picks it), as `sluice write` encodes a line: no panic;
+/// what encodes decodes against the same schema with nothing left over.
+pub fn avro_json_encode(data: &[u8]) {
+    use sluice::registry::avro::json_datum::encode_json;
+    use sluice::registry::avro::{decode, DecodeLimits, Schema};
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let text = AVRO_DATUM_SCHEMAS[usize::from(pick) % AVRO_DATUM_SCHEMAS.len()];
+    let schema = Schema::parse(text).expect("the fuzz schemas parse");
+    let Ok(value) = parse_strict(rest) else { return };
+    let mut datum = Vec::new();
+    if encode_json(&schema, schema.root(), &value, &mut datum).is_ok() {
+        // The datum may hold more values than bytes of JSON (empty arrays are one byte each).
+        let limits = DecodeLimits { extra_values: datum.len().saturating_mul(4) + 4096, ..DecodeLimits::default() };
+        decode(&schema, &datum, limits).expect("an encoded value decodes");
     }
 }

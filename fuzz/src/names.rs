@@ -61,4 +61,5 @@ pub const CONNECTOR_TARGETS: &[&str] = &[
     "avro_rows",
     "protobuf_rows",
     "protobuf_schema",
+    "avro_json_encode",
 ];

@@ -81,6 +81,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
 pub use copy::{numeric_binary, row_columns, ColumnSpec, CopyError, NumericError, RowEncoder, SqlType};
+pub(crate) use copy::{parse_date, parse_time};
 
 use super::{
     CertifiedCheckpoints, Claim, Destination, DestinationError, Epoch, RunKind, SharedDestination, WritePolicy,

@@ -263,6 +263,11 @@ pub enum RegistryErrorKind {
     },
     /// References nest too deep, are too many, or form a cycle.
     References(String),
+    /// Registering a schema was refused (409: incompatible with the subject; 422: invalid).
+    Refused {
+        status: u16,
+        message: String,
+    },
 }
 
 impl fmt::Display for RegistryError {
@@ -290,6 +295,13 @@ impl fmt::Display for RegistryError {
                 expected.name()
             ),
             RegistryErrorKind::References(reason) => write!(f, "schema references: {reason}"),
+            RegistryErrorKind::Refused { status: 409, message } => write!(
+                f,
+                "409 Conflict: the schema is not compatible with the subject's earlier versions ({message}); change the schema or the subject's compatibility"
+            ),
+            RegistryErrorKind::Refused { status, message } => {
+                write!(f, "HTTP status {status}: the registry refused the schema ({message}); fix the schema file")
+            }
         }
     }
 }
@@ -517,11 +529,22 @@ impl RegistryClient {
 
     /// One GET with bounded retries on 5xx and transient transport errors.
     async fn fetch(&self, path: &str, what: &str) -> Result<RegisteredSchema, RegistryError> {
+        let body = self.send(path, None, what).await?;
+        decode_schema_response(&body).map_err(|e| self.error(what, RegistryErrorKind::BadResponse(e)))
+    }
+
+    /// A request to `path` (a GET, or a POST of the JSON `post`) with bounded retries on 5xx
+    /// and transient transport errors; the body of its 200 answer.
+    async fn send(&self, path: &str, post: Option<&str>, what: &str) -> Result<Vec<u8>, RegistryError> {
         let url = format!("{}{path}", self.settings.url);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let request = HttpRequest::get(&url)
+            let request = match post {
+                None => HttpRequest::get(&url),
+                Some(body) => HttpRequest::post(&url, "application/vnd.schemaregistry.v1+json", body.as_bytes()),
+            };
+            let request = request
                 .map_err(|source| self.error(what, RegistryErrorKind::Http { source, attempts: attempt }))?
                 .header("Accept", "application/vnd.schemaregistry.v1+json, application/json");
             let request = match &self.settings.auth {
@@ -531,13 +554,16 @@ impl RegistryClient {
             };
             let retry = match self.http.send(request).await {
                 Ok(response) => match response.status {
-                    200 => {
-                        return decode_schema_response(&response.body)
-                            .map_err(|e| self.error(what, RegistryErrorKind::BadResponse(e)));
-                    }
+                    200 => return Ok(response.body),
                     401 => return Err(self.error(what, RegistryErrorKind::Unauthorized)),
                     403 => return Err(self.error(what, RegistryErrorKind::Forbidden)),
                     404 => return Err(self.error(what, RegistryErrorKind::NotFound)),
+                    // Registering: the schema does not parse, or breaks the subject's
+                    // compatibility; the registry's message says which.
+                    status @ (409 | 422) if post.is_some() => {
+                        let message = registry_message(&response.body);
+                        return Err(self.error(what, RegistryErrorKind::Refused { status, message }));
+                    }
                     status if status >= 500 && attempt < ATTEMPTS => format!("HTTP status {status}"),
                     status => return Err(self.error(what, RegistryErrorKind::Status { status, attempts: attempt })),
                 },
@@ -549,6 +575,50 @@ impl RegistryClient {
             tokio::time::sleep(backoff).await;
         }
     }
+
+    /// The id a writer frames its records with under `subject`: `register`'s schema text
+    /// registered (the registry answers the existing id when the subject has it already), or
+    /// the subject's latest version.
+    pub async fn writer_schema_id(
+        &self,
+        subject: &str,
+        schema_type: SchemaType,
+        register: Option<&str>,
+    ) -> Result<SchemaId, RegistryError> {
+        let subject_path = percent_encode(subject);
+        let (what, body) = match register {
+            Some(text) => {
+                let what = format!("registering a schema under subject {subject}");
+                let request = serde_json::json!({"schema": text, "schemaType": schema_type.name()}).to_string();
+                (what.clone(), self.send(&format!("/subjects/{subject_path}/versions"), Some(&request), &what).await?)
+            }
+            None => {
+                let what = format!("subject {subject} version latest");
+                (what.clone(), self.send(&format!("/subjects/{subject_path}/versions/latest"), None, &what).await?)
+            }
+        };
+        decode_id_response(&body).map_err(|e| self.error(&what, RegistryErrorKind::BadResponse(e)))
+    }
+}
+
+/// The schema id in a registry's answer (`{"id": 7}` from registering, or a subject version).
+pub fn decode_id_response(body: &[u8]) -> Result<SchemaId, ResponseError> {
+    if body.len() > MAX_RESPONSE_BYTES {
+        return Err(ResponseError(format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes")));
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ResponseError(format!("the answer is not JSON ({e})")))?;
+    let id = value.get("id").and_then(Value::as_u64).and_then(|id| u32::try_from(id).ok());
+    id.map(SchemaId).ok_or_else(|| ResponseError("the answer has no schema `id` (an integer of 32 bits)".into()))
+}
+
+/// The `message` of a registry's error answer, cut to 300 characters (or the body's start).
+fn registry_message(body: &[u8]) -> String {
+    let text = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|value| value.get("message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    text.chars().take(300).collect()
 }
 
 #[cfg(test)]

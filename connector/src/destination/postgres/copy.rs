@@ -623,7 +623,7 @@ fn time_value(sql_type: SqlType, raw: &str) -> Result<Vec<u8>, String> {
 const POSTGRES_EPOCH_DAYS: i64 = 10_957;
 
 /// Days since 1970-01-01 of `YYYY-MM-DD` (H. Hinnant's `days_from_civil`).
-fn parse_date(text: &str) -> Option<i64> {
+pub(crate) fn parse_date(text: &str) -> Option<i64> {
     let bytes = text.as_bytes();
     if bytes.len() != 10 || bytes.get(4) != Some(&b'-') || bytes.get(7) != Some(&b'-') {
         return None;
@@ -645,7 +645,7 @@ fn parse_date(text: &str) -> Option<i64> {
 }
 
 /// Microseconds since midnight of `HH:MM:SS[.f]` (at most 6 fraction digits).
-fn parse_time(text: &str) -> Option<i64> {
+pub(crate) fn parse_time(text: &str) -> Option<i64> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let bytes = whole.as_bytes();
     if bytes.len() != 8 || bytes.get(2) != Some(&b':') || bytes.get(5) != Some(&b':') || fraction.len() > 6 {

@@ -3,6 +3,7 @@
 //! and bytes from the record, every length and count checked before allocating, no panics.
 
 pub mod datum;
+pub mod json_datum;
 pub mod schema;
 
 pub use datum::{decode, DatumError, DatumErrorKind, DecodeLimits, Value};
