@@ -386,3 +386,8 @@ put("avro_json_encode", "all-types", b"\x00" + b'{"n":null,"b":true,"i":-5,"l":1
 put("avro_json_encode", "logical", b"\x01" + b'{"dec":-1.5,"decf":"12.34","u":"123e4567-e89b-12d3-a456-426614174000","uf":"123e4567-e89b-12d3-a456-426614174000","date":"2024-02-29","tm":"13:45:30.123","tu":"00:00:00.000001","tsm":"2024-02-29T13:45:30.123Z","tsu":1,"tsn":"1970-01-01T00:00:00.000000001Z","lm":"2024-02-29T13:45:30.123","lu":"0001-01-01T00:00:00.000000"}')
 put("avro_json_encode", "list", b"\x02" + b'{"v":1,"next":{"v":2,"next":null}}')
 put("avro_json_encode", "nested", b"\x05" + b'[[{"a":null,"b":1,"c":"x","d":true}],[]]')
+
+# protobuf_json_encode: [bit 0 schema (0 proto3, 1 proto2), bit 1 message] + a JSON value.
+put("protobuf_json_encode", "kinds", b"\x02" + b'{"s1":1.5,"s3":-7,"s4":"18446744073709551615","s8":true,"s9":"x","s12":{"base64":"/wA="},"s17":-3,"e":"A","o2":{"v":1},"opt":5,"m":{"-4":{"v":2}},"packed":[1,-2],"strings":["a"],"nodes":[{"v":3,"next":{"v":4}}],"at":"2024-02-29T13:45:30.000000001Z","price":"-1.50","day":"2024-02-29","w":2.5,"st":{"k":[1,"two",null,{"x":true}]}}')
+put("protobuf_json_encode", "node", b"\x00" + b'{"v":1,"next":{"v":2,"next":null}}')
+put("protobuf_json_encode", "proto2", b"\x01" + b'{"a":1,"b":"x","c":[1,2],"d":{"a":2}}')

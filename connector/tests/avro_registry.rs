@@ -303,15 +303,20 @@ fn same_in_row(actual: &Json, expected: &Json) -> bool {
 /// `row` (at `index`) holds the transport and metadata columns and exactly the columns of
 /// `want`, each [`same_in_row`] as what Python serialized.
 fn assert_row_holds(index: usize, row: &Json, want: &Json) {
+    assert_fields_hold(index, row, want, 8);
+}
+
+/// `actual` has the fields of `want`, each [`same_in_row`], and `others` more.
+fn assert_fields_hold(index: usize, actual: &Json, want: &Json, others: usize) {
     let want = want.as_object().unwrap();
     for (name, value) in want {
         assert!(
-            same_in_row(&row[name], value),
+            same_in_row(&actual[name], value),
             "offset {index} column {name}: Sluice wrote {} but Python serialized {value}",
-            row[name]
+            actual[name]
         );
     }
-    assert_eq!(row.as_object().unwrap().len(), 8 + want.len(), "{row}");
+    assert_eq!(actual.as_object().unwrap().len(), others + want.len(), "{actual}");
 }
 
 fn avro_config(dir: &std::path::Path, topic: &str, url: &str, extra: Json) -> std::path::PathBuf {
@@ -767,6 +772,37 @@ async fn protobuf_records_from_confluent_python_serializer_become_columns() {
     assert!(payload.contains(&json!({"name": "id", "type": "number", "nullable": false})), "{order}");
     let missing = discover(json!({"name": topic, "format": "protobuf", "value_message": "shop.Nope"}));
     assert!(missing["payload_error"].as_str().is_some_and(|e| e.contains("no message `shop.Nope`")), "{missing}");
+
+    // The rows written back with `sluice write --format rows` into a second topic configured
+    // with the same subject and `value_message`: Python's ProtobufDeserializer reads every
+    // record as the rows say.
+    let copy = sluice_tests::unique_topic("protobuf-copy");
+    client.create_topic(&NewTopic::new(&copy, 1, 1)).await.expect("create topic");
+    let rows_file = dest.join("rows-copy.jsonl");
+    let segments: Vec<u8> =
+        common::segment_files(&dest, &topic).iter().flat_map(|segment| std::fs::read(segment).unwrap()).collect();
+    std::fs::write(&rows_file, segments).unwrap();
+    let dir = common::temp_dir("protobuf-write");
+    let entry = json!({"name": copy, "format": "protobuf", "value_subject": format!("{topic}-value"), "value_message": "shop.Order"});
+    let config = common::write_config(&dir, json!({"topics": [entry], "schema_registry": {"url": url}}));
+    let args =
+        ["write", "--config", config.to_str().unwrap(), "--topic", &copy, "--input", rows_file.to_str().unwrap()];
+    let run = common::sluice(&[&args[..], &["--format", "rows"]].concat());
+    run.assert_success();
+    assert!(run.stdout.contains(&format!("wrote {} records (0 dead letters)", expected.len())), "{}", run.stdout);
+    let count = expected.len().to_string();
+    let consumed = Command::new(&python)
+        .arg(sluice_tests::repo_root().join("tests/registry/produce_protobuf.py"))
+        .args(["--consume", sluice_tests::broker_address().as_str(), url.as_str(), copy.as_str(), count.as_str()])
+        .output()
+        .expect("run the Protobuf consumer");
+    assert!(consumed.status.success(), "{}", String::from_utf8_lossy(&consumed.stderr));
+    let consumed: Vec<Json> =
+        String::from_utf8(consumed.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(consumed.len(), expected.len());
+    for (index, (python_read, want)) in consumed.iter().zip(&expected).enumerate() {
+        assert_fields_hold(index, python_read, want, 0);
+    }
 }
 
 /// The Avro schema `sluice write` registers in [`sluice_write_encodes_avro_that_confluent_python_reads`].

@@ -30,6 +30,7 @@ pub fn fuzz_connector_one(name: &str, data: &[u8]) -> bool {
         "protobuf_rows" => protobuf_rows(data),
         "protobuf_schema" => protobuf_schema(data),
         "avro_json_encode" => avro_json_encode(data),
+        "protobuf_json_encode" => protobuf_json_encode(data),
         _ => return false,
     }
     true
@@ -662,5 +663,24 @@ pub fn avro_json_encode(data: &[u8]) {
         // The datum may hold more values than bytes of JSON (empty arrays are one byte each).
         let limits = DecodeLimits { extra_values: datum.len().saturating_mul(4) + 4096, ..DecodeLimits::default() };
         decode(&schema, &datum, limits).expect("an encoded value decodes");
+    }
+}
+
+/// A JSON value (the input after its first byte, parsed strictly) encoded as a message of
+/// [`protobuf_fuzz_schemas`] (first byte: bit 0 the schema, bit 1 the message), as `sluice
+/// write` encodes a line: no panic; what encodes decodes as the same message.
+pub fn protobuf_json_encode(data: &[u8]) {
+    use sluice::registry::avro::DecodeLimits;
+    use sluice::registry::protobuf::json_message::encode_json;
+    use sluice::registry::protobuf::{decode, MessageId};
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let [proto3, proto2] = protobuf_fuzz_schemas();
+    let schema = if pick & 1 == 0 { proto3 } else { proto2 };
+    let message = schema.message_at(&[u32::from(pick >> 1 & 1)]).unwrap_or(MessageId(0));
+    let Ok(value) = parse_strict(rest) else { return };
+    let mut encoded = Vec::new();
+    if encode_json(&schema, message, &value, &mut encoded).is_ok() {
+        let limits = DecodeLimits { extra_values: encoded.len().saturating_mul(4) + 4096, ..DecodeLimits::default() };
+        decode(&schema, message, &encoded, limits).expect("an encoded message decodes");
     }
 }

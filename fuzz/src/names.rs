@@ -62,4 +62,5 @@ pub const CONNECTOR_TARGETS: &[&str] = &[
     "protobuf_rows",
     "protobuf_schema",
     "avro_json_encode",
+    "protobuf_json_encode",
 ];

@@ -8,6 +8,10 @@ message) to a real Kafka broker, and prints one JSON line per record: what `slui
 base64), not Sluice's.
 
     produce_protobuf.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT]
+    produce_protobuf.py --consume BOOTSTRAP REGISTRY_URL TOPIC COUNT
+
+The second form reads COUNT records of TOPIC with Confluent's ProtobufDeserializer instead and
+prints the same rows computed from the messages it decoded.
 
 The records are `shop.Order`, the file's second message (index array [1]), so the index array
 is not the `[0]` shortcut. Its fields: every scalar type, proto3 `optional`, an enum from the
@@ -30,11 +34,11 @@ import sys
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import struct_pb2, timestamp_pb2, wrappers_pb2  # noqa: F401 (in the pool)
 from google.type import date_pb2  # noqa: F401
-from confluent_kafka import SerializingProducer
+from confluent_kafka import DeserializingConsumer, SerializingProducer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.confluent.type import decimal_pb2  # noqa: F401
-from confluent_kafka.schema_registry.confluent.type.decimal_utils import to_proto_decimal
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+from confluent_kafka.schema_registry.confluent.type.decimal_utils import from_proto_decimal, to_proto_decimal
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import StringSerializer
 
 F = descriptor_pb2.FieldDescriptorProto
@@ -159,21 +163,26 @@ def record(Order, i):
     msg.price.CopyFrom(to_proto_decimal(price))
     msg.day.year, msg.day.month, msg.day.day = 2024, 2, 1 + i % 28
 
-    at = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    row = {
+    return msg, row_of(msg)
+
+
+def row_of(msg):
+    """The row `sluice read` must write for message `msg`, from the message's own fields."""
+    at = datetime.datetime.fromtimestamp(msg.at.seconds, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return {
         "id": msg.id,
         "name": msg.name,
         "note": msg.note if msg.HasField("note") else None,
         "score": msg.score,
         "ratio": msg.ratio,
         "ok": msg.ok,
-        "raw": bytes_form(raw),
+        "raw": bytes_form(msg.raw),
         "big": {"decimal_text": str(msg.big)},
         "delta": msg.delta,
         "color": COLORS[msg.color],
         "lines": [{"sku": l.sku, "qty": l.qty, "color": COLORS[l.color]} for l in msg.lines],
         "counts": {k: v for k, v in msg.counts.items()},
-        "at": f"{at}.{nanos:09d}Z",
+        "at": f"{at}.{msg.at.nanos:09d}Z",
         "nick": msg.nick.value if msg.HasField("nick") else None,
         "attrs": json.loads(json.dumps(dict_of_struct(msg.attrs))) if msg.HasField("attrs") else None,
         "ship": {"city": msg.ship.city, "zip": msg.ship.zip} if msg.HasField("ship") else None,
@@ -182,10 +191,9 @@ def record(Order, i):
         "nums": list(msg.nums),
         "f32": msg.f32,
         "sf64": msg.sf64,
-        "price": {"decimal_text": str(price)},
-        "day": datetime.date(2024, 2, 1 + i % 28).isoformat(),
+        "price": {"decimal_text": str(from_proto_decimal(msg.price))},
+        "day": datetime.date(msg.day.year, msg.day.month, msg.day.day).isoformat(),
     }
-    return msg, row
 
 
 def dict_of_struct(struct):
@@ -193,7 +201,37 @@ def dict_of_struct(struct):
     return MessageToDict(struct)
 
 
+def consume(bootstrap, topic, count):
+    """Prints the rows of `count` records of `topic` as Confluent's ProtobufDeserializer reads them."""
+    import time
+    import uuid
+    Order = build_classes()
+    consumer = DeserializingConsumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"consume-protobuf-{uuid.uuid4()}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "value.deserializer": ProtobufDeserializer(Order, {"use.deprecated.format": False}),
+    })
+    consumer.subscribe([topic])
+    seen, deadline = 0, time.monotonic() + 60
+    while seen < count and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        if message.error():
+            raise SystemExit(f"consume error: {message.error()}")
+        print(json.dumps(row_of(message.value())))
+        seen += 1
+    consumer.close()
+    if seen < count:
+        raise SystemExit(f"only {seen} of {count} records within 60 s")
+
+
 def main():
+    if sys.argv[1] == "--consume":
+        consume(sys.argv[2], sys.argv[4], int(sys.argv[5]))
+        return
     bootstrap, url, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 10
     Order = build_classes()

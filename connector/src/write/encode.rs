@@ -1,10 +1,12 @@
-//! The values `sluice write` sends to a topic whose configuration says `format: avro` or
-//! `format: json_schema`: each line's value (the line, `--value-field`'s field, or a row's
-//! payload columns) encoded with the value subject's schema (Avro) or kept as JSON text (JSON
-//! Schema), and framed with the schema's id, as Confluent's serializers frame theirs, so that
-//! their deserializers read the topic. The schema is `--value-schema`'s file,
-//! registered under the subject (registering a schema the subject has already gives its id),
-//! or else the subject's latest version; it is looked up once, before the first line.
+//! The values `sluice write` sends to a topic whose configuration says `format: avro`,
+//! `protobuf` or `json_schema`: each line's value (the line, `--value-field`'s field, or a
+//! row's payload columns) encoded with the value subject's schema (Avro; Protobuf's
+//! `value_message`, default the file's first) or kept as JSON text (JSON Schema), and framed
+//! with the schema's id (and Protobuf's message indexes), as Confluent's serializers frame
+//! theirs, so that their deserializers read the topic. The schema is `--value-schema`'s file
+//! (Avro, JSON Schema) registered under the subject (registering a schema the subject has
+//! already gives its id), or else the subject's latest version; it is looked up once, before
+//! the first line.
 
 use std::sync::Arc;
 
@@ -17,7 +19,12 @@ use crate::json::parse_strict;
 use crate::registry::avro::json_datum::encode_json;
 use crate::registry::avro::Schema as AvroSchema;
 use crate::registry::client::{RegistryClient, RegistryError, RegistrySettings, SchemaType};
+use crate::registry::framed_rows::RegistryFormat;
+use crate::registry::framing::write_message_indexes;
 use crate::registry::framing::{write_header, SchemaId};
+use crate::registry::protobuf::json_message::encode_json as encode_protobuf;
+use crate::registry::protobuf::{MessageId, Schema as ProtobufSchema};
+use crate::registry::protobuf_rows::Protobuf;
 
 /// How record values are encoded.
 #[derive(Debug, Clone)]
@@ -27,6 +34,13 @@ pub enum ValueEncoder {
     Avro {
         id: SchemaId,
         schema: Arc<AvroSchema>,
+    },
+    /// Message `message` of the schema, framed with the id and the message's index array.
+    Protobuf {
+        id: SchemaId,
+        schema: Arc<ProtobufSchema>,
+        message: MessageId,
+        indexes: Vec<u32>,
     },
     /// The JSON text as given, framed with the id (`format: json_schema`; not validated
     /// against the schema, as Confluent's serializer does not by default).
@@ -57,6 +71,24 @@ impl ValueEncoder {
                 let schema = registry.avro_schema(id).await.map_err(|e| EncoderError::Registry(Box::new(e)))?;
                 Ok(ValueEncoder::Avro { id, schema })
             }
+            (PayloadFormat::Protobuf, Some(_)) if value_schema.is_some() => Err(EncoderError::Unsupported(format!(
+                "--value-schema takes an Avro or JSON Schema; topic {topic} has `format: protobuf`, whose schema \
+                 Sluice takes from the subject's latest version: register it first (with Confluent's serializer or \
+                 the registry's API), then write"
+            ))),
+            (PayloadFormat::Protobuf, Some(registry)) => {
+                let registered = registry.writer_schema_id(&payload.value_subject, SchemaType::Protobuf, None);
+                let id = registered.await.map_err(|e| EncoderError::Registry(Box::new(e)))?;
+                let schema = registry.protobuf_schema(id).await.map_err(|e| EncoderError::Registry(Box::new(e)))?;
+                let message = Protobuf::subject_message(&schema, payload.value_message.as_deref())
+                    .map_err(|reason| EncoderError::Unsupported(format!("subject {}: {reason}", payload.value_subject)))?;
+                let indexes = schema.indexes_of(message).ok_or_else(|| {
+                    EncoderError::Unsupported(format!(
+                        "`value_message` of topic {topic} is not a message of the subject's own file (a reference's?)"
+                    ))
+                })?;
+                Ok(ValueEncoder::Protobuf { id, schema, message, indexes })
+            }
             (PayloadFormat::JsonSchema, Some(registry)) => {
                 let registered = registry.writer_schema_id(&payload.value_subject, SchemaType::Json, value_schema);
                 let id = registered.await.map_err(|e| EncoderError::Registry(Box::new(e)))?;
@@ -70,7 +102,7 @@ impl ValueEncoder {
                 format.name()
             ))),
             (format, _) => Err(EncoderError::Unsupported(format!(
-                "topic {topic} has `format: {}`, which `sluice write` cannot encode yet (avro, json_schema, json and raw can); \
+                "topic {topic} has `format: {}`, which `sluice write` cannot encode without a `schema_registry`; \
                  write the encoded bytes with `format: raw`",
                 format.name()
             ))),
@@ -82,6 +114,7 @@ impl ValueEncoder {
         let (id, name) = match self {
             ValueEncoder::Plain => return Ok(()),
             ValueEncoder::Avro { id, .. } => (id, "Avro"),
+            ValueEncoder::Protobuf { id, .. } => (id, "Protobuf"),
             ValueEncoder::JsonSchema { id } => (id, "JSON Schema"),
         };
         let Some(text) = record.value.as_deref() else { return Ok(()) };
@@ -93,6 +126,15 @@ impl ValueEncoder {
         match self {
             ValueEncoder::Avro { schema, .. } => encode_json(schema, schema.root(), &value, &mut framed)
                 .map_err(|error| LineProblem(format!("the value does not fit Avro schema id {id}: {error}")))?,
+            ValueEncoder::Protobuf { schema, message, indexes, .. } => {
+                write_message_indexes(indexes, &mut framed);
+                encode_protobuf(schema, *message, &value, &mut framed).map_err(|error| {
+                    LineProblem(format!(
+                        "the value does not fit message `{}` of Protobuf schema id {id}: {error}",
+                        schema.message(*message).full_name
+                    ))
+                })?
+            }
             _ => framed.extend_from_slice(text),
         }
         record.value = Some(framed);

@@ -256,7 +256,7 @@ fn bytes_expected(value: &Json) -> String {
 }
 
 /// The bytes of `{"utf8": text}`, `{"base64": text}` or a plain string.
-fn bytes_of(value: &Json) -> Option<Vec<u8>> {
+pub(crate) fn bytes_of(value: &Json) -> Option<Vec<u8>> {
     match value {
         Json::String(text) => Some(text.as_bytes().to_vec()),
         Json::Object(object) if object.len() == 1 => match object.iter().next()? {
@@ -316,7 +316,7 @@ fn timestamp_nanos(text: &str, zone: &str) -> Option<i128> {
     Some(i128::from(parse_date(date)?) * 86_400_000_000_000 + parse_time_nanos(time)?)
 }
 
-fn utc_nanos(text: &str) -> Option<i128> {
+pub(crate) fn utc_nanos(text: &str) -> Option<i128> {
     timestamp_nanos(text, "Z")
 }
 
@@ -339,7 +339,7 @@ fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
 
 /// The shortest big-endian two's complement of a decimal's text times 10^scale; the text may
 /// have at most `scale` fraction digits (after its exponent).
-fn unscaled_bytes(text: &str, scale: u32) -> Result<Vec<u8>, String> {
+pub(crate) fn unscaled_bytes(text: &str, scale: u32) -> Result<Vec<u8>, String> {
     let bad = || format!("\"{text}\" is not a decimal number");
     let (negative, rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),

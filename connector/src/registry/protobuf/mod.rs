@@ -5,6 +5,7 @@
 //! needed), and every count is bounded by the bytes and a value budget as in the Avro decoder.
 
 pub mod datum;
+pub mod json_message;
 pub mod schema;
 pub mod wire;
 

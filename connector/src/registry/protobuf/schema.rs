@@ -160,6 +160,25 @@ impl Schema {
         self.messages.get(id.0).unwrap_or(&EMPTY_MESSAGE)
     }
 
+    /// The message-index array of message `id` (what a writer frames it with): the inverse of
+    /// [`Schema::message_at`]; `None` for a message of a reference or a built-in file.
+    pub fn indexes_of(&self, id: MessageId) -> Option<Vec<u32>> {
+        fn find(schema: &Schema, within: &[MessageId], id: MessageId, path: &mut Vec<u32>) -> bool {
+            for (index, candidate) in within.iter().enumerate() {
+                path.push(index as u32);
+                if *candidate == id
+                    || (path.len() <= MAX_NESTING && find(schema, &schema.message(*candidate).nested, id, path))
+                {
+                    return true;
+                }
+                path.pop();
+            }
+            false
+        }
+        let mut path = Vec::new();
+        find(self, &self.top, id, &mut path).then_some(path)
+    }
+
     /// The message of full name `name` (`shop.Order`, no leading dot).
     pub fn message_named(&self, name: &str) -> Option<MessageId> {
         self.messages.iter().position(|message| message.full_name == name).map(MessageId)
@@ -900,6 +919,9 @@ mod tests {
         let Kind::Enum(color) = schema.message(line).fields[1].kind else { panic!() };
         assert_eq!(schema.enumeration(color).name_of(1), Some("BLUE"));
         assert_eq!(order.field_index(6), Some(5));
+        assert_eq!(schema.indexes_of(order_id), Some(vec![1]));
+        assert_eq!(schema.indexes_of(schema.message_at(&[1, 0]).unwrap()), Some(vec![1, 0]));
+        assert_eq!(schema.indexes_of(at), None);
     }
 
     #[test]
