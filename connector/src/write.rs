@@ -181,7 +181,7 @@ pub enum WriteError {
     /// The offsets topic exists and is not compacted: retention would delete positions.
     OffsetsTopicNotCompacted { offsets_topic: String, policy: String },
     /// The schema registry could not give the schema to encode with.
-    Registry(Box<crate::registry::client::RegistryError>),
+    Registry(Box<crate::registry::serializer::SerializerError>),
 }
 
 impl fmt::Display for WriteError {
@@ -319,7 +319,7 @@ pub async fn write(
     let encoder =
         ValueEncoder::for_topic(config, &options.topic, value_schema.as_deref()).await.map_err(
             |error| match error {
-                EncoderError::Registry(error) => WriteError::Registry(error),
+                EncoderError::Serializer(error) => WriteError::Registry(Box::new(error)),
                 EncoderError::Unsupported(message) => WriteError::Usage(message),
             },
         )?;

@@ -1,6 +1,7 @@
-//! Schema-registry payloads: the Confluent framing ([`framing`]), Avro ([`avro`]) and
-//! the registry client ([`client`]), and Avro and JSON Schema topics as rows ([`avro_rows`],
-//! [`json_schema_rows`]).
+//! Schema-registry payloads: the Confluent framing ([`framing`]), Avro ([`avro`]), Protobuf
+//! ([`protobuf`]) and the registry client ([`client`]); Avro, Protobuf and JSON Schema topics
+//! as rows ([`framed_rows`], [`avro_rows`], [`protobuf_rows`], [`json_schema_rows`]); values
+//! serialized for producers ([`serializer`]).
 //!
 //! Sans-IO and bounded like the wire client's decoders: record values are untrusted bytes.
 
@@ -13,3 +14,4 @@ pub mod framing;
 pub mod json_schema_rows;
 pub mod protobuf;
 pub mod protobuf_rows;
+pub mod serializer;
