@@ -394,8 +394,9 @@ struct WriteArgs {
     /// followed by `.dead-letters.jsonl`.
     #[arg(long, value_name = "FILE")]
     dead_letter_file: Option<PathBuf>,
-    /// For a topic configured with `format: avro`: an Avro schema (JSON) to register under the
-    /// value subject and encode the values with. Default: the subject's latest schema.
+    /// For a topic configured with `format: avro` or `json_schema`: a schema (Avro or JSON
+    /// Schema, JSON text) to register under the value subject and encode the values with.
+    /// Default: the subject's latest schema (always, for `format: protobuf`).
     #[arg(long, value_name = "FILE")]
     value_schema: Option<PathBuf>,
 }
@@ -565,9 +566,9 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
     let mut topics: Vec<_> = metadata.topics.values().filter(|t| !t.is_internal && t.error_code.is_ok()).collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     let columns: Vec<&str> = TRANSPORT_COLUMNS.iter().chain(METADATA_COLUMNS.iter()).copied().collect();
-    // A `format: avro` (or `protobuf`) topic's payload columns are those of its value subject's latest schema
-    // (JSON topics learn theirs from the first record read). A subject that cannot give them is
-    // reported with the topic, not as a failure of the whole listing.
+    // A `format: avro` (or `protobuf`) topic's payload columns are those of its value subject's
+    // latest schema (JSON topics learn theirs from the first record read). A subject that cannot
+    // give them is reported with the topic, not as a failure of the whole listing.
     let registry =
         config.schema_registry.as_ref().map(|settings| RegistryClient::new(RegistrySettings::from_config(settings)));
     let mut payloads = Vec::with_capacity(topics.len());

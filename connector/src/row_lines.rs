@@ -247,6 +247,20 @@ impl LineTemplate {
         true
     }
 
+    /// Appends the line of `record` whose payload columns' JSON texts are `values[span]`, one
+    /// span per column in schema order (a registry format's row, written by its decoder in
+    /// `serde_json`'s form, as [`Row`] would write the same values).
+    pub fn render_values(&self, record: &RecordRef<'_>, values: &[u8], spans: &[(usize, usize)], lines: &mut RowLines) {
+        let out = &mut lines.bytes;
+        self.write_transport_and_metadata(out, record);
+        for (column, &(start, end)) in self.columns.iter().zip(spans) {
+            out.extend_from_slice(&column.key);
+            out.extend_from_slice(values.get(start..end).unwrap_or(b"null"));
+        }
+        out.extend_from_slice(b"}\n");
+        lines.coordinates.push((record.partition, record.offset));
+    }
+
     /// Everything of a line up to the payload columns: `{"topic":..` to `"_sluice_key":..`.
     fn write_transport_and_metadata(&self, out: &mut Vec<u8>, record: &RecordRef<'_>) {
         let mut numbers = itoa::Buffer::new();
@@ -682,12 +696,12 @@ fn mantissa_end(bytes: &[u8], start: usize) -> Option<usize> {
 }
 
 /// A JSON string, escaped exactly as `serde_json` escapes it.
-fn write_str(out: &mut Vec<u8>, text: &str) {
+pub(crate) fn write_str(out: &mut Vec<u8>, text: &str) {
     serde_json::to_writer(out, text).unwrap_or_else(|_| unreachable!("a str always serialises"));
 }
 
 /// `{"utf8": ...}` or `{"base64": ...}`, as [`json::bytes_to_json`].
-fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     match std::str::from_utf8(bytes) {
         Ok(text) => {
             out.extend_from_slice(b"{\"utf8\":");

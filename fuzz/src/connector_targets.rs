@@ -407,7 +407,7 @@ const AVRO_DATUM_SCHEMAS: &[&str] = &[
 /// byte): the first byte picks a schema of [`AVRO_DATUM_SCHEMAS`], or (past their number) takes
 /// the schema from the input up to the first 0xFF. No panic; a decoded datum encodes to bytes
 /// no longer than the datum (canonical blocks and varints), which decode and encode again to the
-/// same bytes; decimals and uuids render.
+/// same bytes; decimals and uuids render; a record's row as text is its values' serialization.
 pub fn avro_datum(data: &[u8]) {
     use sluice::registry::avro::datum::{decimal_text, encode, uuid_text};
     use sluice::registry::avro::{decode, DecodeLimits, Schema, Value as Avro};
@@ -422,6 +422,7 @@ pub fn avro_datum(data: &[u8]) {
         }
     };
     let limits = DecodeLimits { values_per_byte: 2, ..DecodeLimits::default() };
+    rows_text_as_values(&schema, datum, limits);
     let Ok(value) = decode(&schema, datum, limits) else { return };
     fn render(value: &Avro<'_>) {
         match value {
@@ -448,6 +449,27 @@ pub fn avro_datum(data: &[u8]) {
     let mut encoded_again = Vec::new();
     encode(&schema, schema.root(), &again, &mut encoded_again).expect("encodes again");
     assert_eq!(encoded, encoded_again);
+}
+
+/// A record datum's row written as text (`row_text`, what `sluice read` writes) is what the
+/// `serde_json` values of `row` serialize to, value by value, and both fail alike.
+fn rows_text_as_values(schema: &sluice::registry::avro::Schema, datum: &[u8], limits: sluice::registry::avro::DecodeLimits) {
+    use sluice::registry::avro_rows::Avro;
+    use sluice::registry::framed_rows::RegistryFormat;
+    use sluice::registry::framing::SchemaId;
+    let values = Avro::row(schema, SchemaId(1), (), datum, limits);
+    let (mut text, mut spans) = (Vec::new(), Vec::new());
+    let written = Avro::row_text(schema, SchemaId(1), (), datum, limits, &mut text, &mut spans);
+    match (values, written) {
+        (Ok(values), Ok(())) => {
+            assert_eq!(values.len(), spans.len());
+            for (value, (start, end)) in values.iter().zip(spans) {
+                assert_eq!(serde_json::to_vec(value).unwrap(), text[start..end], "a value written as text");
+            }
+        }
+        (Err(a), Err(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}")),
+        (a, b) => panic!("row and row_text disagree: {a:?} / {b:?}"),
+    }
 }
 
 /// A schema registry's answer body (`/schemas/ids/{id}`, `/subjects/{s}/versions/{v}`): no

@@ -85,6 +85,100 @@ impl RegistryFormat for Avro {
         }
         Ok(row)
     }
+
+    fn row_text(
+        schema: &AvroSchema,
+        id: SchemaId,
+        (): (),
+        datum: &[u8],
+        limits: DecodeLimits,
+        out: &mut Vec<u8>,
+        spans: &mut Vec<(usize, usize)>,
+    ) -> Result<(), RowErrorKind> {
+        let datum = decode(schema, datum, limits).map_err(|error| RowErrorKind::BadDatum { schema_id: id.0, error })?;
+        let (Node::Record { fields, .. }, Value::Record(values)) = (schema.node(schema.root()), &datum) else {
+            return Err(RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: "not a record".into() });
+        };
+        let first = spans.len();
+        for (field, value) in fields.iter().zip(values) {
+            let start = out.len();
+            if let Err(reason) = write_json(schema, field.node, value, out) {
+                spans.truncate(first);
+                return Err(RowErrorKind::NotRepresentable { field: field.name.clone(), reason });
+            }
+            spans.push((start, out.len()));
+        }
+        Ok(())
+    }
+}
+
+/// [`render`]'s value written straight as JSON text, byte for byte what `serde_json` writes for
+/// it (the `avro_rows` fuzz target and the tests here compare the two), without building it:
+/// building, hashing and dropping `serde_json` trees was most of an Avro read's CPU
+/// (BENCHMARKS.md, "Avro"). A map goes through [`render`] (a key written twice keeps its last
+/// value at its first place, as the tree's insertion does).
+fn write_json(schema: &AvroSchema, node: NodeId, value: &Value<'_>, out: &mut Vec<u8>) -> Result<(), &'static str> {
+    use crate::row_lines::{write_bytes, write_str};
+    let mut numbers = itoa::Buffer::new();
+    match value {
+        Value::Null | Value::NullBranch(_) => out.extend_from_slice(b"null"),
+        Value::Boolean(flag) => out.extend_from_slice(if *flag { b"true" } else { b"false" }),
+        Value::Int(n) => out.extend_from_slice(numbers.format(*n).as_bytes()),
+        Value::Long(n) => out.extend_from_slice(numbers.format(*n).as_bytes()),
+        Value::Float(x) => write_float(x.is_finite(), x.to_string(), out)?,
+        Value::Double(x) => write_float(x.is_finite(), x.to_string(), out)?,
+        Value::Bytes(bytes) | Value::Fixed(bytes) => write_bytes(out, bytes),
+        Value::String(text) | Value::UuidString(text) => write_str(out, text),
+        Value::Enum(_, symbol) => write_str(out, symbol),
+        Value::Record(values) => {
+            let Node::Record { fields, .. } = schema.node(node) else { return Err(SHAPE) };
+            out.push(b'{');
+            for (index, (field, value)) in fields.iter().zip(values).enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_str(out, &field.name);
+                out.push(b':');
+                write_json(schema, field.node, value, out)?;
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            let Node::Array(item) = schema.node(node) else { return Err(SHAPE) };
+            out.push(b'[');
+            for (index, value) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_json(schema, *item, value, out)?;
+            }
+            out.push(b']');
+        }
+        Value::Union(index, inner) => {
+            let Node::Union(branches) = schema.node(node) else { return Err(SHAPE) };
+            let branch = *branches.get(*index as usize).ok_or(SHAPE)?;
+            write_json(schema, branch, inner, out)?;
+        }
+        // Decimals, uuids on fixed, dates, times, timestamps and maps: their text as `render`
+        // makes it (strings without escapes, a number's exact text, a map's last values).
+        _ => {
+            let rendered = render(schema, node, value)?;
+            serde_json::to_writer(&mut *out, &rendered).unwrap_or_else(|_| unreachable!("a Value always serialises"));
+        }
+    }
+    Ok(())
+}
+
+/// A float as [`float`] writes it: its shortest text, `.0` after a whole number.
+fn write_float(finite: bool, mut text: String, out: &mut Vec<u8>) -> Result<(), &'static str> {
+    if !finite {
+        return Err("is a NaN or infinite float, which JSON cannot hold");
+    }
+    if !text.contains(['.', 'e', 'E']) {
+        text.push_str(".0");
+    }
+    out.extend_from_slice(text.as_bytes());
+    Ok(())
 }
 
 /// One decoded value of node `node` in the row's JSON representation (module docs).
@@ -242,6 +336,43 @@ mod tests {
         let map = Value::Map(vec![("x", Value::Union(1, Box::new(Value::Date(1)))), ("y", Value::NullBranch(0))]);
         assert_eq!(r(3, map).unwrap().to_string(), r#"{"x":"1970-01-02","y":null}"#);
         assert_eq!(r(4, Value::Record(vec![Value::Enum(1, "B")])).unwrap().to_string(), r#"{"e":"B"}"#);
+    }
+
+    /// `write_json` writes what `serde_json` writes for `render`'s value, for every kind.
+    #[test]
+    fn values_written_as_text_are_the_rendered_values() {
+        let schema = AvroSchema::parse(
+            r#"{"type":"record","name":"r","fields":[
+              {"name":"f","type":"float"},{"name":"g","type":"double"},{"name":"s","type":"string"},
+              {"name":"d","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},
+              {"name":"b","type":"bytes"},
+              {"name":"m","type":{"type":"map","values":["null",{"type":"int","logicalType":"date"}]}},
+              {"name":"a","type":{"type":"array","items":"long"}},
+              {"name":"n","type":{"type":"record","name":"N","fields":[{"name":"e_q","type":{"type":"enum","name":"E","symbols":["A","B"]}}]}}]}"#,
+        )
+        .unwrap();
+        let Node::Record { fields, .. } = schema.node(schema.root()) else { panic!() };
+        let values = [
+            Value::Float(0.1),
+            Value::Double(3.0),
+            Value::String("tab\t \"q\" \u{e9} \u{1}"),
+            Value::Decimal { unscaled: &[0xff, 0x6a], scale: 2 },
+            Value::Bytes(&[0xff, 0]),
+            Value::Map(vec![("x", Value::Union(1, Box::new(Value::Date(1)))), ("x", Value::NullBranch(0))]),
+            Value::Array(vec![Value::Long(-1), Value::Long(i64::MAX)]),
+            Value::Record(vec![Value::Enum(1, "B")]),
+        ];
+        for (field, value) in fields.iter().zip(&values) {
+            let mut text = Vec::new();
+            write_json(&schema, field.node, value, &mut text).unwrap();
+            let expected = serde_json::to_vec(&render(&schema, field.node, value).unwrap()).unwrap();
+            assert_eq!(String::from_utf8(text).unwrap(), String::from_utf8(expected).unwrap(), "{}", field.name);
+        }
+        let mut text = Vec::new();
+        assert_eq!(
+            write_json(&schema, fields[1].node, &Value::Double(f64::NAN), &mut text),
+            render(&schema, fields[1].node, &Value::Double(f64::NAN)).map(drop)
+        );
     }
 
     fn new_decoder() -> AvroRowDecoder {

@@ -39,7 +39,7 @@ use super::client::{RegistryClient, RegistryError, RegistryErrorKind};
 use super::columns::{same_columns, ColumnError, PayloadColumn, PayloadType};
 use super::framing::{split, SchemaId};
 use crate::checkpoint::Incarnation;
-use crate::row_lines::RowLines;
+use crate::row_lines::{LineTemplate, RowLines};
 use crate::rows::{Column, ColumnType, RecordRef, Row, RowError, RowErrorKind, RowPayload, Schema};
 
 /// What a registry-framed format does: fetch its schemas, find the message a payload is, give
@@ -83,6 +83,26 @@ pub trait RegistryFormat {
         encoded: &[u8],
         limits: DecodeLimits,
     ) -> Result<Vec<Json>, RowErrorKind>;
+
+    /// The same values as [`RegistryFormat::row`], written as JSON text (`serde_json`'s form)
+    /// into `out`, one span of it per column: the row's line is then written without building
+    /// `serde_json` values (see `crate::row_lines`). Nothing is appended to `spans` on error.
+    fn row_text(
+        schema: &Self::Schema,
+        schema_id: SchemaId,
+        message: Self::Message,
+        encoded: &[u8],
+        limits: DecodeLimits,
+        out: &mut Vec<u8>,
+        spans: &mut Vec<(usize, usize)>,
+    ) -> Result<(), RowErrorKind> {
+        for value in Self::row(schema, schema_id, message, encoded, limits)? {
+            let start = out.len();
+            serde_json::to_writer(&mut *out, &value).unwrap_or_else(|_| unreachable!("a Value always serialises"));
+            spans.push((start, out.len()));
+        }
+        Ok(())
+    }
 }
 
 type Columns = Result<Arc<Vec<PayloadColumn>>, ColumnError>;
@@ -104,6 +124,9 @@ pub struct FramedRowDecoder<F: RegistryFormat> {
     /// The message of `subject` a tombstone read first takes the columns of (`value_message`).
     subject_message: Option<String>,
     fixed: Option<Fixed<F::Message>>,
+    /// Scratch of [`RegistryFormat::row_text`]: the current row's values and their spans.
+    text: Vec<u8>,
+    spans: Vec<(usize, usize)>,
 }
 
 #[derive(Debug)]
@@ -114,6 +137,8 @@ struct Fixed<M> {
     same: Vec<(SchemaId, M)>,
     columns: Arc<Vec<PayloadColumn>>,
     schema: Arc<Schema>,
+    /// The lines' fixed parts, for rows written from [`RegistryFormat::row_text`].
+    template: LineTemplate,
     partition: i32,
     offset: i64,
 }
@@ -136,6 +161,8 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
             subject: None,
             subject_message: None,
             fixed: None,
+            text: Vec::new(),
+            spans: Vec::new(),
         }
     }
 
@@ -262,14 +289,18 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
                 return Err(self.error(record, kind));
             }
         };
-        let row = F::row(&schema, id, message, encoded, self.limits).map_err(|kind| self.error(record, kind))?;
+        self.text.clear();
+        self.spans.clear();
+        F::row_text(&schema, id, message, encoded, self.limits, &mut self.text, &mut self.spans)
+            .map_err(|kind| self.error(record, kind))?;
         match &mut self.fixed {
             None if first => self.fix(record, Some(key), record_columns),
             Some(fixed) if fixed.key != Some(key) && !fixed.same.contains(&key) => fixed.same.push(key),
             _ => {}
         }
-        let schema = self.fixed.as_ref().map(|f| f.schema.clone()).unwrap_or_else(|| Arc::new(Schema::Raw));
-        lines.push(&self.row(record, schema, RowPayload::Object(row)));
+        if let Some(fixed) = &self.fixed {
+            fixed.template.render_values(record, &self.text, &self.spans, lines);
+        }
         Ok(())
     }
 
@@ -293,11 +324,22 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
     }
 
     fn fix(&mut self, record: &RecordRef<'_>, key: Option<(SchemaId, F::Message)>, columns: Arc<Vec<PayloadColumn>>) {
-        let schema = Arc::new(Schema::Object(
-            columns.iter().map(|c| Column { name: c.name.clone(), column_type: column_type(c.column_type) }).collect(),
-        ));
-        self.fixed =
-            Some(Fixed { key, same: Vec::new(), columns, schema, partition: record.partition, offset: record.offset });
+        let row_columns: Vec<Column> =
+            columns.iter().map(|c| Column { name: c.name.clone(), column_type: column_type(c.column_type) }).collect();
+        let template = LineTemplate::new(
+            &self.topic,
+            &self.incarnation,
+            row_columns.iter().map(|c| (c.name.as_str(), c.column_type)),
+        );
+        self.fixed = Some(Fixed {
+            key,
+            same: Vec::new(),
+            columns,
+            schema: Arc::new(Schema::Object(row_columns)),
+            template,
+            partition: record.partition,
+            offset: record.offset,
+        });
     }
 
     fn row(&self, record: &RecordRef<'_>, schema: Arc<Schema>, payload: RowPayload) -> Row {
