@@ -16,8 +16,9 @@ JSON Lines file: as they are into `bench-json-orders-N`, and with `format: avro`
 reads back in connector/tests/avro_registry.rs). A topic already holding N records is reused.
 
 Each measured run reads a whole topic with `sluice read --mode bounded` into a fresh directory
-(rows are checked: N), or runs `bench/avro_python_floor.py` (DeserializingConsumer +
-AvroDeserializer, records counted as they are deserialized, nothing written). Rounds alternate
+(rows are checked: N), or runs `tests/registry/consume_avro.py --count-only` (a
+DeserializingConsumer with the AvroDeserializer; values counted as they are deserialized,
+nothing written). Rounds alternate
 the order of the clients; per client the median of the measured runs: wall time, rows/s, CPU
 (user + system, wait4) per million rows, peak RSS (/usr/bin/time). Results in
 bench/results/LABEL/ (runs.csv, report.md).
@@ -172,9 +173,9 @@ def main():
                             with open(os.path.join(base, name), "rb") as f:
                                 written += sum(1 for _ in f)
                 else:
-                    floor = os.path.join(BENCH, "avro_python_floor.py")
+                    floor = os.path.join(ROOT, "tests", "registry", "consume_avro.py")
                     m = run.measure([sys.executable, floor, args.bootstrap, args.registry, topics["avro"],
-                                     str(args.records)])
+                                     str(args.records), "--count-only"])
                     written = int(m["stdout"].split()[-1])
                 shutil.rmtree(dest, ignore_errors=True)
                 if written != args.records:

@@ -34,12 +34,13 @@ import sys
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import struct_pb2, timestamp_pb2, wrappers_pb2  # noqa: F401 (in the pool)
 from google.type import date_pb2  # noqa: F401
-from confluent_kafka import DeserializingConsumer, SerializingProducer
+from confluent_kafka import SerializingProducer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.confluent.type import decimal_pb2  # noqa: F401
 from confluent_kafka.schema_registry.confluent.type.decimal_utils import from_proto_decimal, to_proto_decimal
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import StringSerializer
+from consume_common import consume
 
 F = descriptor_pb2.FieldDescriptorProto
 
@@ -201,36 +202,10 @@ def dict_of_struct(struct):
     return MessageToDict(struct)
 
 
-def consume(bootstrap, topic, count):
-    """Prints the rows of `count` records of `topic` as Confluent's ProtobufDeserializer reads them."""
-    import time
-    import uuid
-    Order = build_classes()
-    consumer = DeserializingConsumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"consume-protobuf-{uuid.uuid4()}",
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "value.deserializer": ProtobufDeserializer(Order, {"use.deprecated.format": False}),
-    })
-    consumer.subscribe([topic])
-    seen, deadline = 0, time.monotonic() + 60
-    while seen < count and time.monotonic() < deadline:
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        if message.error():
-            raise SystemExit(f"consume error: {message.error()}")
-        print(json.dumps(row_of(message.value())))
-        seen += 1
-    consumer.close()
-    if seen < count:
-        raise SystemExit(f"only {seen} of {count} records within 60 s")
-
-
 def main():
     if sys.argv[1] == "--consume":
-        consume(sys.argv[2], sys.argv[4], int(sys.argv[5]))
+        deserializer = ProtobufDeserializer(build_classes(), {"use.deprecated.format": False})
+        consume(sys.argv[2], sys.argv[4], int(sys.argv[5]), deserializer, lambda msg: print(json.dumps(row_of(msg))))
         return
     bootstrap, url, topic = sys.argv[1], sys.argv[2], sys.argv[3]
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 10

@@ -55,11 +55,12 @@ pub fn encode_json(schema: &Schema, node: NodeId, value: &Json, out: &mut Vec<u8
     encode(schema, node, value, out, &mut path, 0)
 }
 
-fn fail<T>(path: &str, reason: impl Into<String>) -> Result<T, EncodeError> {
+pub(crate) fn fail<T>(path: &str, reason: impl Into<String>) -> Result<T, EncodeError> {
     Err(EncodeError { path: path.to_string(), reason: reason.into() })
 }
 
-fn kind(value: &Json) -> &'static str {
+/// What kind of JSON value `value` is, for errors (`a string`).
+pub(crate) fn json_kind(value: &Json) -> &'static str {
     match value {
         Json::Null => "null",
         Json::Bool(_) => "a boolean",
@@ -81,7 +82,7 @@ fn encode(
     if depth > MAX_DEPTH {
         return fail(path, format!("nested deeper than {MAX_DEPTH}"));
     }
-    let wrong = |expected: &str| fail(path, format!("is {}, not {expected}", kind(value)));
+    let wrong = |expected: &str| fail(path, format!("is {}, not {expected}", json_kind(value)));
     match (schema.node(node), value) {
         (Node::Null, Json::Null) => {}
         (Node::Boolean, Json::Bool(flag)) => out.push(u8::from(*flag)),
@@ -252,7 +253,7 @@ fn error(path: &str, reason: impl Into<String>) -> EncodeError {
 }
 
 fn bytes_expected(value: &Json) -> String {
-    format!("is {}, not bytes ({{\"utf8\": ...}}, {{\"base64\": ...}} or a string)", kind(value))
+    format!("is {}, not bytes ({{\"utf8\": ...}}, {{\"base64\": ...}} or a string)", json_kind(value))
 }
 
 /// The bytes of `{"utf8": text}`, `{"base64": text}` or a plain string.
@@ -285,7 +286,7 @@ fn ticks(value: &Json, path: &str, nanos_per_unit: i128, parse: fn(&str) -> Opti
             i64::try_from(nanos / nanos_per_unit).map_err(|_| error(path, "is out of the 64-bit range of its unit"))
         }
         Json::Number(n) => n.as_i64().ok_or_else(|| error(path, "is not an integer count of the schema's unit")),
-        _ => fail(path, format!("is {}, not a time or timestamp", kind(value))),
+        _ => fail(path, format!("is {}, not a time or timestamp", json_kind(value))),
     }
 }
 

@@ -26,7 +26,7 @@ use serde_json::Value as Json;
 
 use super::schema::{Field, Kind, MessageId, Schema, WellKnown};
 use super::wire::{write_tag, write_varint};
-use crate::registry::avro::json_datum::{bytes_of, unscaled_bytes, utc_nanos, EncodeError};
+use crate::registry::avro::json_datum::{bytes_of, fail, json_kind, unscaled_bytes, utc_nanos, EncodeError};
 
 /// Nesting deeper than this fails.
 const MAX_DEPTH: usize = 64;
@@ -39,21 +39,6 @@ pub fn encode_json(schema: &Schema, message: MessageId, value: &Json, out: &mut 
 
 struct Encoder<'s> {
     schema: &'s Schema,
-}
-
-fn fail<T>(path: &str, reason: impl Into<String>) -> Result<T, EncodeError> {
-    Err(EncodeError { path: path.to_string(), reason: reason.into() })
-}
-
-fn json_kind(value: &Json) -> &'static str {
-    match value {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "an array",
-        Json::Object(_) => "an object",
-    }
 }
 
 fn write_len(number: u32, bytes: &[u8], out: &mut Vec<u8>) {
