@@ -150,7 +150,7 @@ fn encode(
         (Node::Date, _) => {
             let days = match value {
                 Json::String(text) => parse_date(text).ok_or_else(|| error(path, "is not a date YYYY-MM-DD"))?,
-                _ => integer(value).ok_or_else(|| error(path, "is not a date (YYYY-MM-DD or days)"))?,
+                _ => value.as_i64().ok_or_else(|| error(path, "is not a date (YYYY-MM-DD or days)"))?,
             };
             let days = i32::try_from(days).map_err(|_| error(path, "is a date outside 32 bits of days"))?;
             write_long(i64::from(days), out)
@@ -267,10 +267,6 @@ pub(crate) fn bytes_of(value: &Json) -> Option<Vec<u8>> {
         },
         _ => None,
     }
-}
-
-fn integer(value: &Json) -> Option<i64> {
-    value.as_i64()
 }
 
 /// The count of `value` in a unit of `nanos_per_unit` nanoseconds: the integer as given, or the

@@ -25,7 +25,7 @@
 use serde_json::Value as Json;
 
 use super::schema::{Field, Kind, MessageId, Schema, WellKnown};
-use super::wire::{write_tag, write_varint};
+use super::wire::{write_len, write_tag, write_varint};
 use crate::registry::avro::json_datum::{bytes_of, fail, json_kind, unscaled_bytes, utc_nanos, EncodeError};
 
 /// Nesting deeper than this fails.
@@ -39,12 +39,6 @@ pub fn encode_json(schema: &Schema, message: MessageId, value: &Json, out: &mut 
 
 struct Encoder<'s> {
     schema: &'s Schema,
-}
-
-fn write_len(number: u32, bytes: &[u8], out: &mut Vec<u8>) {
-    write_tag(number, 2, out);
-    write_varint(bytes.len() as u64, out);
-    out.extend_from_slice(bytes);
 }
 
 impl Encoder<'_> {
@@ -172,7 +166,7 @@ impl Encoder<'_> {
                 out.extend_from_slice(&encoded);
             }
             _ => {
-                write_tag(number, wire_type(kind), out);
+                write_tag(number, kind.wire_type().number(), out);
                 self.scalar(kind, value, out, path)?;
             }
         }
@@ -337,15 +331,6 @@ impl Encoder<'_> {
             }
         }
         Ok(())
-    }
-}
-
-fn wire_type(kind: Kind) -> u8 {
-    match kind {
-        Kind::Double | Kind::Fixed64 | Kind::SFixed64 => 1,
-        Kind::Float | Kind::Fixed32 | Kind::SFixed32 => 5,
-        Kind::String | Kind::Bytes | Kind::Message(_) => 2,
-        _ => 0,
     }
 }
 

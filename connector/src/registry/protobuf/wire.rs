@@ -65,6 +65,18 @@ pub enum WireType {
 }
 
 impl WireType {
+    /// The wire type's number in a tag.
+    pub fn number(self) -> u8 {
+        match self {
+            WireType::Varint => 0,
+            WireType::I64 => 1,
+            WireType::Len => 2,
+            WireType::StartGroup => 3,
+            WireType::EndGroup => 4,
+            WireType::I32 => 5,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             WireType::Varint => "varint",
