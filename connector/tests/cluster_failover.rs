@@ -174,7 +174,7 @@ async fn continuous_read_follows_leadership_through_broker_failures() {
     }
 
     producer.finish();
-    let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
+    let ends = common::settled_end_offsets(&client, &topic, PARTITIONS).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while certified(&dest, &topic) != ends {
         sluice.assert_running("catching up at the end");

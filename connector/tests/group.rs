@@ -188,7 +188,7 @@ async fn workers_come_and_go(protocol: &str) {
     }
 
     producer.finish();
-    let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
+    let ends = common::settled_end_offsets(&client, &topic, PARTITIONS).await;
     wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "final catch-up").await;
     // The workers say when the first records of a partition handed to them came:
     // `bench/group_pause.py` measures the rebalance pause by these lines.
@@ -298,7 +298,7 @@ async fn zombie_certifies_nothing(protocol: &str) {
     }
     workers.push(zombie);
     producer.finish();
-    let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
+    let ends = common::settled_end_offsets(&client, &topic, PARTITIONS).await;
     wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "final catch-up").await;
     let stderr: Vec<String> = workers.iter().map(RunningSluice::stderr_text).collect();
     for worker in workers {
@@ -465,7 +465,7 @@ async fn workers_and_the_java_consumer_share_a_group(protocol: &str) {
 
     tokio::task::spawn_blocking(move || java.stop()).await.expect("stop the Java member");
     producer.finish();
-    let ends = common::end_offsets(&client, &topic, PARTITIONS).await;
+    let ends = common::settled_end_offsets(&client, &topic, PARTITIONS).await;
     wait_caught_up(&mut workers, &dest, &topic, &ends, generous, "the workers take the Java member's partitions").await;
     for worker in workers {
         worker.terminate(Duration::from_secs(60));

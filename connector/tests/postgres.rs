@@ -747,7 +747,7 @@ async fn group_workers_on_several_hosts_share_one_database_and_a_zombie_commits_
     }
     workers.push(zombie);
     producer.finish();
-    let ends = common::end_offsets(&client, &topic, partitions).await;
+    let ends = common::settled_end_offsets(&client, &topic, partitions).await;
     group_caught_up(&mut workers, &db, &topic, &ends, "final catch-up").await;
     let stderr: Vec<String> = workers.iter().map(RunningSluice::stderr_text).collect();
     for worker in workers {
@@ -887,7 +887,7 @@ async fn a_worker_frozen_in_the_middle_of_a_copy_does_not_stall_the_next_owner()
     }
     let mut workers = vec![survivor, frozen];
     producer.finish();
-    let ends = common::end_offsets(&client, &topic, partitions).await;
+    let ends = common::settled_end_offsets(&client, &topic, partitions).await;
     group_caught_up(&mut workers, &db, &topic, &ends, "final catch-up").await;
     let frozen_log = workers[1].stderr_text();
     for worker in workers {
