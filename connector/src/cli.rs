@@ -594,19 +594,28 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
             }
             _ => None,
         };
-        payloads.push((payload.format, columns));
+        payloads.push((payload.format, payload.key_format, columns));
     }
+    // A topic with `key_format` has the decoded key's column after the metadata columns.
+    let columns_of = |key_format: Option<PayloadFormat>| {
+        let mut listed = columns.clone();
+        if key_format.is_some() {
+            listed.push(crate::keys::DECODED_KEY_COLUMN);
+        }
+        listed
+    };
     if as_json {
         let list: Vec<_> = topics
             .iter()
             .zip(&payloads)
-            .map(|(t, (format, payload))| {
+            .map(|(t, (format, key_format, payload))| {
                 let mut entry = serde_json::Map::new();
                 entry.insert("topic".into(), json!(t.name));
                 entry.insert("topic_id".into(), json!(t.topic_id.to_string()));
                 entry.insert("partitions".into(), json!(t.partitions.len()));
-                entry.insert("columns".into(), json!(columns));
+                entry.insert("columns".into(), json!(columns_of(*key_format)));
                 entry.insert("format".into(), json!(format.name()));
+                entry.insert("key_format".into(), json!(key_format.map_or("raw", PayloadFormat::name)));
                 match payload {
                     Some(Ok(payload)) => {
                         let described: Vec<_> = payload
@@ -630,7 +639,7 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
     }
     let width = topics.iter().map(|t| t.name.len()).max().unwrap_or(5).max(5);
     let mut out = format!("{:width$}  {:>10}  {:22}  columns\n", "topic", "partitions", "topic id");
-    for (topic, (_, payload)) in topics.iter().zip(&payloads) {
+    for (topic, (_, key_format, payload)) in topics.iter().zip(&payloads) {
         let payload = match payload {
             None => "payload columns".to_string(),
             Some(Ok(payload)) => payload
@@ -645,7 +654,7 @@ pub async fn discover(config: &Config, as_json: bool) -> Result<String, ReadErro
             topic.name,
             topic.partitions.len(),
             topic.topic_id.to_string(),
-            columns.join(", ")
+            columns_of(*key_format).join(", ")
         ));
     }
     Ok(out)

@@ -43,6 +43,7 @@
 //! | `topics` | the default resources: topic names, or objects `{"name": "orders", "format": "avro", "value_subject": "orders-value"}` (and for `protobuf` `"value_message": "shop.Order"`, the message `discover` lists and a leading tombstone takes; default the file's first), both kinds may be mixed | `[]` (discover) |
 //! | `topics[].format` | how values become columns: `json` (objects become columns, see `crate::rows`), `avro` (Confluent-framed Avro with schemas from `schema_registry`, see `crate::registry::avro_rows`), `json_schema` (Confluent-framed JSON whose id must be a registered JSON Schema, then as `json`; see `crate::registry::json_schema_rows`), `protobuf` (Confluent-framed Protobuf, schemas from `schema_registry` as serialized descriptors, see `crate::registry::protobuf_rows`) or `raw` (the bytes in one `payload` column) | `json` |
 //! | `topics[].value_subject` | with `avro`: the registry subject whose latest schema gives the columns when the first record read is a tombstone | `<topic>-value` |
+//! | `topics[].key_format` | how record keys are decoded into the extra `json` column `_sluice_key_decoded` (the key's bytes stay in `_sluice_key`): `json`, `avro`, `protobuf` or `json_schema` (framed as values are; the schema id and message come from each key), or `raw` (no decoding, no column); see `crate::keys` | `raw` |
 //! | `schema_registry` | `{"url": "https://registry:8081"` (a path prefix is kept), `"username"`/`"password"` or `"api_key"`/`"api_secret"` (HTTP basic auth), or `"bearer_token"`; `"tls_ca_pem"`, `"tls_cert_pem"`/`"tls_key_pem"` (https only)`}`; every field takes `${ENV}`, credentials and PEMs are secrets; required by `format: avro` | none |
 //! | `start_position` | `earliest` or `latest`, for a partition with no checkpoint in continuous mode; with a group also `group` (the group's committed offset, else `earliest`) | `earliest` |
 //! | `group_id` | share the topics' partitions with other `sluice read --mode continuous` workers of this Kafka consumer group (without it, one process reads every partition) | none |
@@ -170,12 +171,29 @@ pub struct TopicPayload {
     /// `sluice discover` lists and a tombstone read first takes; `None`: the schema file's first
     /// message. Records say their own message (the index array) and need no setting.
     pub value_message: Option<String>,
+    /// `key_format`: how record keys are decoded into the `_sluice_key_decoded` column (see
+    /// `crate::keys`); `None` (the default, or `raw`): keys are only kept as bytes in
+    /// `_sluice_key`, and the row has no `_sluice_key_decoded`.
+    pub key_format: Option<PayloadFormat>,
 }
 
 impl TopicPayload {
     /// A JSON topic (the default).
     pub fn json(topic: &str) -> TopicPayload {
-        TopicPayload { format: PayloadFormat::Json, value_subject: format!("{topic}-value"), value_message: None }
+        TopicPayload {
+            format: PayloadFormat::Json,
+            value_subject: format!("{topic}-value"),
+            value_message: None,
+            key_format: None,
+        }
+    }
+
+    /// Whether the value or the key needs `schema_registry`.
+    pub fn uses_registry(&self) -> bool {
+        let registered = |format: PayloadFormat| {
+            matches!(format, PayloadFormat::Avro | PayloadFormat::Protobuf | PayloadFormat::JsonSchema)
+        };
+        registered(self.format) || self.key_format.is_some_and(registered)
     }
 }
 
@@ -531,16 +549,23 @@ impl Config {
         let (topics, payloads) = fields.topics()?;
         let schema_registry = fields.schema_registry()?;
         if schema_registry.is_none() {
-            let registered = |p: &TopicPayload| {
-                matches!(p.format, PayloadFormat::Avro | PayloadFormat::Protobuf | PayloadFormat::JsonSchema)
-            };
-            if let Some((topic, payload)) = payloads.iter().find(|(_, p)| registered(p)) {
+            if let Some((topic, payload)) = payloads.iter().find(|(_, p)| p.uses_registry()) {
+                let setting = match payload.key_format {
+                    Some(key)
+                        if !matches!(
+                            payload.format,
+                            PayloadFormat::Avro | PayloadFormat::Protobuf | PayloadFormat::JsonSchema
+                        ) =>
+                    {
+                        format!("key_format: {}", key.name())
+                    }
+                    _ => format!("format: {}", payload.format.name()),
+                };
                 return Err(ConfigError::invalid(
                     "schema_registry",
                     format!(
-                        "topic {topic} has `format: {}` but there is no `schema_registry`: add \
+                        "topic {topic} has `{setting}` but there is no `schema_registry`: add \
                          `\"schema_registry\": {{\"url\": \"https://registry:8081\"}}`, or use another format",
-                        payload.format.name()
                     ),
                 ));
             }
@@ -1030,7 +1055,7 @@ fn substitute(field: &str, text: &str, env_lookup: &impl Fn(&str) -> Option<Stri
 
 /// One object of `topics`: `{"name", "format", "value_subject"}`.
 fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), ConfigError> {
-    const KNOWN: &[&str] = &["name", "format", "value_subject", "value_message"];
+    const KNOWN: &[&str] = &["name", "format", "value_subject", "value_message", "key_format"];
     let name = match object.get("name") {
         Some(Value::String(name)) => name.clone(),
         _ => {
@@ -1041,14 +1066,9 @@ fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), Co
         }
     };
     if let Some(unknown) = object.keys().find(|key| !KNOWN.contains(&key.as_str())) {
-        let hint = if unknown == "key_format" {
-            " (keys are kept as bytes in `_sluice_key`; decoding them is not supported yet)"
-        } else {
-            ""
-        };
         return Err(ConfigError::invalid(
             "topics",
-            format!("topic {name}: unknown field `{unknown}`{hint}; a `topics` object takes {}", KNOWN.join(", ")),
+            format!("topic {name}: unknown field `{unknown}`; a `topics` object takes {}", KNOWN.join(", ")),
         ));
     }
     let text = |key: &str| match object.get(key) {
@@ -1100,7 +1120,20 @@ fn topic_object(object: Map<String, Value>) -> Result<(String, TopicPayload), Co
             ));
         }
     }
-    Ok((name, TopicPayload { format, value_subject, value_message }))
+    let key_format = match text("key_format")?.as_deref() {
+        None | Some("raw") => None,
+        Some("json") => Some(PayloadFormat::Json),
+        Some("avro") => Some(PayloadFormat::Avro),
+        Some("json_schema") => Some(PayloadFormat::JsonSchema),
+        Some("protobuf") => Some(PayloadFormat::Protobuf),
+        Some(other) => {
+            return Err(ConfigError::invalid(
+                "topics",
+                format!("topic {name}: `key_format` is \"{other}\": use \"raw\" (the default: keys stay bytes), \"json\", \"avro\", \"protobuf\" or \"json_schema\""),
+            ))
+        }
+    };
+    Ok((name, TopicPayload { format, value_subject, value_message, key_format }))
 }
 
 fn is_connection_id(id: &str) -> bool {
@@ -2363,16 +2396,22 @@ mod tests {
         let config = parse(
             r#"{"brokers": ["b:1"], "topics": ["plain", {"name": "orders", "format": "avro"},
                 {"name": "audit", "format": "avro", "value_subject": "audit-v"}, {"name": "blobs", "format": "raw"},
-                {"name": "events", "format": "json"}, {"name": "typed", "format": "json_schema"}],
+                {"name": "events", "format": "json"}, {"name": "typed", "format": "json_schema", "key_format": "protobuf"}],
                 "schema_registry": {"url": "http://registry:8081"}}"#,
         )
         .unwrap();
         assert_eq!(config.topics, ["plain", "orders", "audit", "blobs", "events", "typed"]);
         assert_eq!(config.payload("typed").format, PayloadFormat::JsonSchema);
+        assert_eq!(config.payload("typed").key_format, Some(PayloadFormat::Protobuf));
         assert_eq!(config.payload("plain"), TopicPayload::json("plain"));
         assert_eq!(
             config.payload("orders"),
-            TopicPayload { format: PayloadFormat::Avro, value_subject: "orders-value".into(), value_message: None }
+            TopicPayload {
+                format: PayloadFormat::Avro,
+                value_subject: "orders-value".into(),
+                value_message: None,
+                key_format: None
+            }
         );
         assert_eq!(config.payload("audit").value_subject, "audit-v");
         assert_eq!(config.payload("blobs").format, PayloadFormat::Raw);
@@ -2390,7 +2429,7 @@ mod tests {
             (r#"[{"name": "t", "format": "xml"}]"#, "topic t: `format` is \"xml\""),
             (r#"[{"name": "t", "format": 1}]"#, "topic t: `format` must be a string"),
             (r#"[{"format": "avro"}]"#, "needs a string `name`"),
-            (r#"[{"name": "t", "key_format": "avro"}]"#, "unknown field `key_format` (keys are kept as bytes"),
+            (r#"[{"name": "t", "key_format": "xml"}]"#, "topic t: `key_format` is \"xml\": use \"raw\""),
             (r#"[{"name": "t", "colour": "red"}]"#, "topic t: unknown field `colour`"),
             (
                 r#"[{"name": "t", "value_subject": "s"}]"#,
@@ -2412,6 +2451,12 @@ mod tests {
         }
         let message = rejection(r#"{"brokers": ["b:1"], "topics": [{"name": "orders", "format": "avro"}]}"#);
         assert!(message.contains("topic orders has `format: avro` but there is no `schema_registry`"), "{message}");
+        let message = rejection(r#"{"brokers": ["b:1"], "topics": [{"name": "orders", "key_format": "avro"}]}"#);
+        assert!(message.contains("topic orders has `key_format: avro` but there is no `schema_registry`"), "{message}");
+        let config = parse(r#"{"brokers": ["b:1"], "topics": [{"name": "a", "key_format": "json"}, {"name": "b", "key_format": "raw"}]}"#)
+            .unwrap();
+        assert_eq!(config.payload("a").key_format, Some(PayloadFormat::Json));
+        assert_eq!(config.payload("b").key_format, None);
     }
 
     #[test]

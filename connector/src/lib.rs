@@ -29,6 +29,7 @@ pub mod config;
 pub mod destination;
 pub mod fault;
 pub mod json;
+pub mod keys;
 pub mod metrics;
 pub mod mirror;
 pub mod mirror_group;

@@ -69,6 +69,7 @@ use crate::destination::{
     AnyDestination, Claim, Destination, DestinationError, DestinationTarget, DirectoryLock, Epoch, LocalDirectory,
     LockMode, RunKind, SharedDestination, WritePolicy,
 };
+use crate::keys::{keyed_schema, splice, KeyDecoder};
 use crate::registry::avro_rows::AvroRowDecoder;
 use crate::registry::client::{RegistryClient, RegistryError, RegistrySettings};
 use crate::registry::json_schema_rows::JsonSchemaRowDecoder;
@@ -77,7 +78,9 @@ use crate::registry::protobuf_rows::ProtobufRowDecoder;
 pub(crate) mod group;
 use crate::metrics::{GroupEvent, Metrics};
 use crate::row_lines::RowLines;
-use crate::rows::{DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, Schema, TimestampType};
+use crate::rows::{
+    DeadLetter, EventTimestamp, HeaderRef, RecordRef, RowDecoder, RowError, RowErrorKind, Schema, TimestampType,
+};
 use sluice_wire::auth::{MskIamConfig, MskIamTokenSource, OidcConfig, OidcTokenSource};
 use sluice_wire::http::HttpConfig;
 use sluice_wire::{SaslCredentials, SaslSettings, TlsError, TlsField, TlsSettings};
@@ -585,11 +588,23 @@ fn log_plan(mode: ReadMode, topic: &str, partitions: &BTreeMap<i32, PartitionRun
     }
 }
 
-/// How one topic's records become rows: its `format`. One per topic: the size difference of the
-/// variants does not matter.
+/// How one topic's records become rows: its `format`, and its `key_format` (see `crate::keys`).
+#[derive(Debug)]
+struct TopicDecoder {
+    topic: String,
+    value: ValueDecoder,
+    key: Option<KeyDecoder>,
+    /// With `key`: the value decoder's schema with the decoded key's column, once it is fixed.
+    keyed: Option<Arc<Schema>>,
+    /// The current record's decoded key (JSON text).
+    key_text: Vec<u8>,
+}
+
+/// How one topic's record values become rows: its `format`. One per topic: the size difference
+/// of the variants does not matter.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
-enum TopicDecoder {
+enum ValueDecoder {
     /// `json` and `raw`.
     Json(RowDecoder),
     Avro(AvroRowDecoder),
@@ -600,39 +615,91 @@ enum TopicDecoder {
 impl TopicDecoder {
     fn new(config: &Config, registry: Option<&RegistryClient>, name: &str, incarnation: Incarnation) -> Self {
         let payload = config.payload(name);
-        match (payload.format, registry) {
+        let key = payload.key_format.and_then(|format| KeyDecoder::new(format, registry));
+        let value = match (payload.format, registry) {
             (PayloadFormat::Avro, Some(registry)) => {
-                TopicDecoder::Avro(AvroRowDecoder::new(name, incarnation, payload.value_subject, registry.clone()))
+                ValueDecoder::Avro(AvroRowDecoder::new(name, incarnation, payload.value_subject, registry.clone()))
             }
-            (PayloadFormat::Protobuf, Some(registry)) => TopicDecoder::Protobuf(
+            (PayloadFormat::Protobuf, Some(registry)) => ValueDecoder::Protobuf(
                 ProtobufRowDecoder::new(name, incarnation, payload.value_subject, registry.clone())
                     .with_subject_message(payload.value_message),
             ),
             (PayloadFormat::JsonSchema, Some(registry)) => {
-                TopicDecoder::JsonSchema(JsonSchemaRowDecoder::new(name, incarnation, registry.clone()))
+                ValueDecoder::JsonSchema(JsonSchemaRowDecoder::new(name, incarnation, registry.clone()))
             }
-            (PayloadFormat::Raw, _) => TopicDecoder::Json(RowDecoder::raw(name, incarnation)),
+            (PayloadFormat::Raw, _) => ValueDecoder::Json(RowDecoder::raw(name, incarnation)),
             // The configuration refuses `avro` and `json_schema` without a registry.
-            _ => TopicDecoder::Json(RowDecoder::new(name, incarnation)),
-        }
+            _ => ValueDecoder::Json(RowDecoder::new(name, incarnation)),
+        };
+        TopicDecoder { topic: name.to_string(), value, key, keyed: None, key_text: Vec::new() }
     }
 
     fn schema(&self) -> Option<&Arc<Schema>> {
-        match self {
-            TopicDecoder::Json(decoder) => decoder.schema(),
-            TopicDecoder::Avro(decoder) => decoder.schema(),
-            TopicDecoder::Protobuf(decoder) => decoder.schema(),
-            TopicDecoder::JsonSchema(decoder) => decoder.schema(),
+        if self.key.is_some() {
+            return self.keyed.as_ref();
+        }
+        match &self.value {
+            ValueDecoder::Json(decoder) => decoder.schema(),
+            ValueDecoder::Avro(decoder) => decoder.schema(),
+            ValueDecoder::Protobuf(decoder) => decoder.schema(),
+            ValueDecoder::JsonSchema(decoder) => decoder.schema(),
         }
     }
 
-    fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<(), RowError> {
-        match self {
-            TopicDecoder::Json(decoder) => decoder.decode_into(record, lines).map(|_| ()),
-            TopicDecoder::Avro(decoder) => decoder.decode_into(record, lines),
-            TopicDecoder::Protobuf(decoder) => decoder.decode_into(record, lines),
-            TopicDecoder::JsonSchema(decoder) => decoder.decode_into(record, lines),
+    /// Fetches the schemas a batch's values and keys name (see `FramedRowDecoder::prepare`).
+    async fn prepare<'a>(
+        &mut self,
+        records: impl Iterator<Item = &'a sluice_wire::Record> + Clone,
+    ) -> Result<(), RegistryError> {
+        let values = records.clone().map(|r| r.value.as_deref());
+        match &mut self.value {
+            ValueDecoder::Avro(decoder) => decoder.prepare(values).await?,
+            ValueDecoder::Protobuf(decoder) => decoder.prepare(values).await?,
+            ValueDecoder::JsonSchema(decoder) => decoder.prepare(values).await?,
+            ValueDecoder::Json(_) => {}
         }
+        if let Some(key) = &mut self.key {
+            key.prepare(records.map(|r| r.key.as_deref())).await?;
+        }
+        Ok(())
+    }
+
+    fn decode_into(&mut self, record: &RecordRef<'_>, lines: &mut RowLines) -> Result<(), RowError> {
+        let error =
+            |kind| RowError { topic: self.topic.clone(), partition: record.partition, offset: record.offset, kind };
+        if let Some(key) = &self.key {
+            self.key_text.clear();
+            key.decode(record.key, &mut self.key_text).map_err(error)?;
+        }
+        let line_start = lines.bytes().len();
+        let decoded = match &mut self.value {
+            ValueDecoder::Json(decoder) => decoder.decode_into(record, lines).map(|_| ()),
+            ValueDecoder::Avro(decoder) => decoder.decode_into(record, lines),
+            ValueDecoder::Protobuf(decoder) => decoder.decode_into(record, lines),
+            ValueDecoder::JsonSchema(decoder) => decoder.decode_into(record, lines),
+        };
+        if self.key.is_none() {
+            return decoded;
+        }
+        if self.keyed.is_none() {
+            let value_schema = match &self.value {
+                ValueDecoder::Json(decoder) => decoder.schema(),
+                ValueDecoder::Avro(decoder) => decoder.schema(),
+                ValueDecoder::Protobuf(decoder) => decoder.schema(),
+                ValueDecoder::JsonSchema(decoder) => decoder.schema(),
+            };
+            self.keyed = value_schema.map(|schema| Arc::new(keyed_schema(schema)));
+        }
+        decoded?;
+        // Nothing for the key's sake is left half done: the key decoded before the value, and
+        // the line is whole when the splice fails (it cannot: see `keys::splice`).
+        if !splice(lines, line_start, record.key, &self.key_text) {
+            return Err(error(RowErrorKind::Key(Box::new(RowErrorKind::SchemaUnavailable {
+                schema_id: 0,
+                reason: "the row has no `_sluice_key` field to put the decoded key after (a bug in Sluice)".into(),
+            }))));
+        }
+        Ok(())
     }
 }
 
@@ -1093,15 +1160,8 @@ impl Session {
             _ => return Ok(false),
         };
         // Schemas are fetched before the batch is decoded, which then never waits.
-        let values =
-            || batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end).map(|r| r.value.as_deref());
-        let prepared = match &mut self.topics[t].decoder {
-            TopicDecoder::Avro(decoder) => decoder.prepare(values()).await,
-            TopicDecoder::Protobuf(decoder) => decoder.prepare(values()).await,
-            TopicDecoder::JsonSchema(decoder) => decoder.prepare(values()).await,
-            TopicDecoder::Json(_) => Ok(()),
-        };
-        prepared.map_err(|error| ReadError::Registry(Box::new(error)))?;
+        let records = batch.records.iter().filter(|r| r.offset >= fetched && r.offset < end);
+        self.topics[t].decoder.prepare(records).await.map_err(|error| ReadError::Registry(Box::new(error)))?;
         let limits = config.epoch;
         let mut headers: Vec<HeaderRef<'_>> = Vec::new();
         // For the metrics, reported once per batch.

@@ -49,6 +49,13 @@ impl RowLines {
         self.coordinates.push((row.partition, row.offset));
     }
 
+    /// Inserts `bytes` at byte `at` of the lines (in the last line: a decoded key, see
+    /// `crate::keys::splice`).
+    pub(crate) fn insert(&mut self, at: usize, bytes: &[u8]) {
+        let at = at.min(self.bytes.len());
+        self.bytes.splice(at..at, bytes.iter().copied());
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.coordinates.len()
@@ -716,7 +723,7 @@ pub(crate) fn write_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'}');
 }
 
-fn write_optional_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
+pub(crate) fn write_optional_bytes(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
     match bytes {
         Some(bytes) => write_bytes(out, bytes),
         None => out.extend_from_slice(b"null"),

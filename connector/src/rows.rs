@@ -558,6 +558,11 @@ pub enum RowErrorKind {
         subject: String,
         reason: String,
     },
+    /// `key_format: json`: the key is not JSON text.
+    NotJson(String),
+    /// `key_format`: the record's key cannot be decoded (see `crate::keys`); why, in the terms
+    /// a value would fail in.
+    Key(Box<RowErrorKind>),
 }
 
 impl RowError {
@@ -580,7 +585,9 @@ impl RowError {
             | RowErrorKind::BadDatum { .. }
             | RowErrorKind::BadMessage { .. }
             | RowErrorKind::NoSuchMessage { .. }
-            | RowErrorKind::TombstoneWithoutColumns { .. } => None,
+            | RowErrorKind::TombstoneWithoutColumns { .. }
+            | RowErrorKind::NotJson(_)
+            | RowErrorKind::Key(_) => None,
         }
     }
 }
@@ -666,6 +673,15 @@ impl fmt::Display for RowError {
                  set the topic's `value_subject`, or {}",
                 &SET_ASIDE["fix the producer, or ".len()..]
             ),
+            RowErrorKind::NotJson(error) => write!(f, "the key is not JSON ({error}); {SET_ASIDE}"),
+            RowErrorKind::Key(kind) => {
+                // The inner error is worded for a value; it is about the key here.
+                let inner = RowError { topic: String::new(), partition: 0, offset: 0, kind: (**kind).clone() };
+                let text = inner.to_string();
+                let text = text.split_once(": ").map_or(text.as_str(), |(_, rest)| rest);
+                let text = text.replacen("the value", "the key", 1).replacen("the record's schema id", "the key's schema id", 1);
+                write!(f, "the key (decoded by the topic's `key_format`, kept as bytes in `_sluice_key`): {text}")
+            }
         }
     }
 }

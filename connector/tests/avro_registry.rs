@@ -465,6 +465,106 @@ async fn sluice_read_writes_avro_records_as_typed_columns() {
     assert!(text.stdout.contains("price (number), amount (number)"), "{}", text.stdout);
 }
 
+/// `key_format: avro`: keys serialized by Python's `AvroSerializer` (subject `<topic>-key`, a
+/// record with a string, an enum, a date and a long) become the `json` column
+/// `_sluice_key_decoded` right after `_sluice_key`, which keeps the bytes; a record without a key
+/// has null there. A key that is not framed fails the run with its coordinates, or becomes a
+/// dead letter. Then the same topic into PostgreSQL: a `jsonb` column holding the same key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_keys_become_the_decoded_key_column() {
+    let Some(Setup { client, url, python, topic }) = setup("avro-key").await else { return };
+    let expected = produce_with_python(&python, &url, &topic, &["4", "--rows", "--avro-key"]);
+    let key_versions = registry_get(&url, &format!("/subjects/{topic}-key/versions")).await;
+    assert_eq!(key_versions, json!([1]), "Python registered the key schema under {topic}-key");
+    // Offset 4: a tombstone without a key; offset 5: a tombstone whose key is not framed.
+    common::produce(&client, &topic, 0, &[common::record(None, None)]).await;
+    common::produce(&client, &topic, 0, &[common::record(Some("plain"), None)]).await;
+
+    let dir = common::temp_dir("avro-key");
+    let keyed = |extra: Json| {
+        let mut fields = json!({
+            "topics": [{"name": topic, "format": "avro", "key_format": "avro"}],
+            "schema_registry": {"url": url},
+        });
+        if let (Some(fields), Json::Object(extra)) = (fields.as_object_mut(), extra) {
+            fields.extend(extra);
+        }
+        fields
+    };
+    let failing = common::read_bounded_async(
+        &common::write_config(&dir.join("f"), keyed(json!({}))),
+        &dir.join("fail"),
+        &[],
+        &[],
+    )
+    .await;
+    assert!(!failing.status.success(), "an unframed key must fail the run: {failing:?}");
+    assert!(
+        failing
+            .stderr
+            .contains(&format!("topic {topic} partition 0 offset 5: the key (decoded by the topic's `key_format`"))
+            && failing.stderr.contains("not in the schema registry's wire format"),
+        "{}",
+        failing.stderr
+    );
+
+    let dest = dir.join("out");
+    let config = common::write_config(&dir.join("dl"), keyed(json!({"on_malformed": "dead_letter"})));
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(rows.len(), expected.len() + 1, "rows: {rows:?}");
+    for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
+        let names: Vec<&String> = row.as_object().unwrap().keys().collect();
+        assert_eq!(names[8], "_sluice_key_decoded", "the decoded key follows `_sluice_key`: {row}");
+        assert!(row["_sluice_key"]["base64"].is_string(), "the key's bytes are kept: {row}");
+        assert_fields_hold(index, row, want, 8);
+    }
+    let keyless = rows.last().unwrap();
+    assert_eq!(
+        (keyless["offset"].clone(), keyless["_sluice_key_decoded"].clone()),
+        (json!(4), Json::Null),
+        "{keyless}"
+    );
+    let letters = common::read_dead_letters(&dest, &topic);
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0]["offset"], json!(5));
+    assert_eq!(letters[0]["key"], json!({"base64": common::base64(b"plain")}));
+    assert_column_type(&dest, &topic, "_sluice_key_decoded", "json");
+    let run = common::sluice(&["discover", "--config", config.to_str().unwrap(), "--json"]);
+    run.assert_success();
+    let listing: Json = serde_json::from_str(&run.stdout).unwrap();
+    let entry = listing["topics"].as_array().unwrap().iter().find(|t| t["topic"] == json!(topic)).expect("listed");
+    assert_eq!(entry["key_format"], json!("avro"), "{entry}");
+    assert_eq!(entry["columns"].as_array().unwrap().last(), Some(&json!("_sluice_key_decoded")), "{entry}");
+
+    // PostgreSQL: the decoded key is a jsonb column, the same values.
+    let Some(db) = sluice_tests::postgres::database().await else { return };
+    let output = Command::new(common::sluice_binary())
+        .args(["read", "--config", config.to_str().unwrap(), "--dest", &db.url_without_password(), "--mode", "bounded"])
+        .env("PGPASSWORD", db.password().unwrap())
+        .output()
+        .expect("run sluice");
+    assert!(output.status.success(), "sluice failed: {}", String::from_utf8_lossy(&output.stderr));
+    let kind = db
+        .query_strings(&format!(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = '{topic}' AND column_name = '_sluice_key_decoded'"
+        ))
+        .await;
+    assert_eq!(kind, vec![vec![Some("jsonb".to_string())]]);
+    let keys =
+        db.query_strings(&format!("SELECT _sluice_key_decoded::text FROM \"{topic}\" ORDER BY \"offset\"")).await;
+    assert_eq!(keys.len(), expected.len() + 1, "{keys:?}");
+    for (got, want) in keys.iter().zip(&expected) {
+        let got: Json = serde_json::from_str(got[0].as_deref().expect("a key")).unwrap();
+        assert!(
+            same_in_row(&got, &want["_sluice_key_decoded"]),
+            "PostgreSQL holds {got}, Python serialized {}",
+            want["_sluice_key_decoded"]
+        );
+    }
+    assert_eq!(keys.last().unwrap()[0], None, "no key: NULL");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unframed_and_unknown_records_fail_with_coordinates_or_become_dead_letters() {
     let Some(Setup { client, url, python, topic }) = setup("avro-bad").await else { return };

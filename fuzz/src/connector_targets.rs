@@ -108,6 +108,7 @@ pub fn json_rows(data: &[u8]) {
                     assert_eq!(before, schema, "the schema changed after it was fixed");
                 }
                 copy_tuple_is_whole(schema, &line, &fields, offset);
+                keyed_line_is_whole(schema, &lines, &record, &fields, offset);
                 // Bytes that are not a rendered line: an error or a tuple, never a panic.
                 let _ = RowEncoder::new(schema).encode_line(bytes, &mut Vec::new());
                 match (schema.as_ref(), &row.payload) {
@@ -150,6 +151,40 @@ pub fn json_rows(data: &[u8]) {
             }
         }
     }
+}
+
+/// `key_format: json` on the same record: the key decodes as `parse_strict` parses it (or is a
+/// key error), and spliced into the row's line it is strict JSON with `_sluice_key_decoded`
+/// right after `_sluice_key` and every other field unchanged, which the COPY encoder of the
+/// keyed schema takes whole.
+fn keyed_line_is_whole(
+    schema: &Schema,
+    lines: &RowLines,
+    record: &RecordRef<'_>,
+    fields: &serde_json::Map<String, Value>,
+    offset: i64,
+) {
+    use sluice::keys::{keyed_schema, splice, KeyDecoder, DECODED_KEY_COLUMN};
+    let mut decoded = Vec::new();
+    let parsed = record.key.map(parse_strict);
+    match (KeyDecoder::Json.decode(record.key, &mut decoded), &parsed) {
+        (Ok(()), None) => assert_eq!(decoded, b"null"),
+        (Ok(()), Some(Ok(value))) => assert_eq!(decoded, serde_json::to_vec(value).expect("a Value serialises")),
+        (Err(sluice::rows::RowErrorKind::Key(_)), Some(Err(_))) => return,
+        (outcome, parsed) => panic!("key decoding {outcome:?} for a key that parses as {parsed:?}"),
+    }
+    let mut keyed = lines.clone();
+    assert!(splice(&mut keyed, 0, record.key, &decoded), "no `_sluice_key` field to splice after");
+    let line = keyed.bytes().strip_suffix(b"\n").expect("a line ends in a newline");
+    let keyed_fields = strict_object(line, "a keyed row line");
+    let names: Vec<&String> = keyed_fields.keys().collect();
+    let at = names.iter().position(|name| *name == "_sluice_key").expect("the key field");
+    assert_eq!(names.get(at + 1).map(|name| name.as_str()), Some(DECODED_KEY_COLUMN));
+    let mut without = keyed_fields.clone();
+    let value = without.shift_remove(DECODED_KEY_COLUMN).expect("the decoded key");
+    assert_eq!(&without, fields, "the splice changed another field");
+    assert_eq!(Some(value), parsed.map(|p| p.expect("parsed")).or(Some(Value::Null)));
+    copy_tuple_is_whole(&keyed_schema(schema), line, &keyed_fields, offset);
 }
 
 /// Bytes `parse_strict` accepts serialise to strict JSON that parses to an equal value and

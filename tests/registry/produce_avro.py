@@ -6,14 +6,16 @@ plain terms Sluice's test compares against field by field: decimals as exact tex
 text, dates as days, times and timestamps as integers in the schema's unit, bytes as hex,
 unions as {"branch": <type name>, "value": ...}.
 
-    produce_avro.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT] [--rows] [--doc]
+    produce_avro.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT] [--rows] [--doc] [--avro-key]
 
 --rows prints instead what each record's row in `sluice read`'s JSON Lines must hold, computed
 here with Python's own formatting (isoformat, base64), not Sluice's: dates and times as ISO
 8601 / RFC 3339 text in the schema's unit, bytes as {"utf8"} or {"base64"}, decimals as
 {"decimal_text": ...} (the row holds them as JSON numbers of exactly that text), unions as the
 branch's value, the nested record in full. --doc registers the schema with a `doc` attribute: a
-second schema version (a new id) with the same fields.
+second schema version (a new id) with the same fields. --avro-key serializes the keys with an
+AvroSerializer too (subject TOPIC-key, a record with a string, an enum, a date and a long), and
+--rows then also says the `_sluice_key_decoded` column a `key_format: avro` read must write.
 
 Test-only (pip install confluent-kafka fastavro). Not Sluice's code: the bytes are theirs.
 """
@@ -144,6 +146,24 @@ def row_form(value):
     }
 
 
+KEY_SCHEMA = {
+    "type": "record", "name": "OrderKey", "namespace": "shop",
+    "fields": [
+        {"name": "customer", "type": "string"},
+        {"name": "region", "type": {"type": "enum", "name": "Region", "symbols": ["EU", "US", "APAC"]}},
+        {"name": "since", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "n", "type": "long"},
+    ],
+}
+
+
+def order_key(i):
+    """The Avro key of record i, and the JSON `_sluice_key_decoded` must hold for it."""
+    since = datetime.date(2024, 2, 28) + datetime.timedelta(days=i)
+    key = {"customer": f"customer-{i}", "region": ["EU", "US", "APAC"][i % 3], "since": since, "n": -(2**40) * i}
+    return key, dict(key, since=since.isoformat())
+
+
 def inner_order(i):
     # A nested Order (the record refers to itself), with the same fields at fixed values.
     value, _ = order(i + 1)
@@ -159,14 +179,20 @@ def main():
     schema = dict(SCHEMA, doc="version with a doc") if "--doc" in flags else SCHEMA
     registry = SchemaRegistryClient({"url": registry_url})
     serializer = AvroSerializer(registry, json.dumps(schema))
-    producer = SerializingProducer({"bootstrap.servers": bootstrap, "key.serializer": StringSerializer("utf_8"),
+    avro_key = "--avro-key" in flags
+    key_serializer = AvroSerializer(registry, json.dumps(KEY_SCHEMA)) if avro_key else StringSerializer("utf_8")
+    producer = SerializingProducer({"bootstrap.servers": bootstrap, "key.serializer": key_serializer,
                                     "value.serializer": serializer, "enable.idempotence": True})
     count = int(args[3]) if len(args) > 3 else 12
     expected = []
     for i in range(count):
         value, want = order(i)
-        producer.produce(topic, key=f"k{i}", value=value)
-        expected.append(row_form(value) if "--rows" in flags else want)
+        key, key_row = order_key(i) if avro_key else (f"k{i}", None)
+        producer.produce(topic, key=key, value=value)
+        row = row_form(value) if "--rows" in flags else want
+        if avro_key and "--rows" in flags:
+            row["_sluice_key_decoded"] = key_row
+        expected.append(row)
     producer.flush(30)
     for want in expected:
         print(json.dumps(want))

@@ -86,6 +86,18 @@ impl RegistryFormat for Avro {
         Ok(row)
     }
 
+    fn whole(
+        schema: &AvroSchema,
+        id: SchemaId,
+        (): (),
+        datum: &[u8],
+        limits: DecodeLimits,
+    ) -> Result<Json, RowErrorKind> {
+        let datum = decode(schema, datum, limits).map_err(|error| RowErrorKind::BadDatum { schema_id: id.0, error })?;
+        render(schema, schema.root(), &datum)
+            .map_err(|reason| RowErrorKind::NotRepresentable { field: "(the whole datum)".into(), reason })
+    }
+
     fn row_text(
         schema: &AvroSchema,
         id: SchemaId,

@@ -84,6 +84,16 @@ pub trait RegistryFormat {
         limits: DecodeLimits,
     ) -> Result<Vec<Json>, RowErrorKind>;
 
+    /// The whole payload as one JSON value, in the form a `json` column holds it: a decoded key
+    /// (`key_format`, see `crate::keys`), which may be any type, not only a record or message.
+    fn whole(
+        schema: &Self::Schema,
+        schema_id: SchemaId,
+        message: Self::Message,
+        encoded: &[u8],
+        limits: DecodeLimits,
+    ) -> Result<Json, RowErrorKind>;
+
     /// The same values as [`RegistryFormat::row`], written as JSON text (`serde_json`'s form)
     /// into `out`, one span of it per column: the row's line is then written without building
     /// `serde_json` values (see `crate::row_lines`). Nothing is appended to `spans` on error.

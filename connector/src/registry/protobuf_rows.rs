@@ -104,6 +104,25 @@ impl RegistryFormat for Protobuf {
         }
         Ok(row)
     }
+
+    fn whole(
+        schema: &Schema,
+        id: SchemaId,
+        message: MessageId,
+        encoded: &[u8],
+        limits: DecodeLimits,
+    ) -> Result<Json, RowErrorKind> {
+        let bad = |error| RowErrorKind::BadMessage {
+            schema_id: id.0,
+            message: schema.message(message).full_name.clone(),
+            error: Box::new(error),
+        };
+        let Value::Message(values) = decode(schema, message, encoded, limits).map_err(bad)? else {
+            return Err(RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: "not a message".into() });
+        };
+        render_message(schema, message, &values)
+            .map_err(|reason| RowErrorKind::NotRepresentable { field: "(the whole message)".into(), reason })
+    }
 }
 
 /// The payload columns of message `message`.

@@ -245,7 +245,12 @@ fn row_record(value: &Value) -> Result<LineRecord, LineProblem> {
     };
     let payload: Map<String, Value> = row
         .iter()
-        .filter(|(name, _)| !TRANSPORT_COLUMNS.contains(&name.as_str()) && !METADATA_COLUMNS.contains(&name.as_str()))
+        // `_sluice_key_decoded` (`key_format`) is the key again, decoded: the key is `_sluice_key`.
+        .filter(|(name, _)| {
+            !TRANSPORT_COLUMNS.contains(&name.as_str())
+                && !METADATA_COLUMNS.contains(&name.as_str())
+                && name.as_str() != crate::keys::DECODED_KEY_COLUMN
+        })
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     let record_value = if tombstone {
@@ -479,6 +484,11 @@ mod tests {
         let tombstone = br#"{"topic":"t","partition":0,"offset":5,"tombstone":true,"_sluice_event_id":"x","_sluice_event_ts":null,"_sluice_headers":[],"_sluice_key":{"utf8":""},"payload":null}"#;
         let record = line_to_record(tombstone, InputFormat::Rows, &FieldMapping::default(), 0).unwrap();
         assert_eq!((record.record.value, record.record.key), (None, Some(Vec::new())));
+        // A row of a `key_format` topic: the decoded key is not part of the value.
+        let keyed = br#"{"topic":"t","partition":0,"offset":5,"tombstone":false,"_sluice_event_id":"x","_sluice_event_ts":null,"_sluice_headers":[],"_sluice_key":{"utf8":"{\"id\":7}"},"_sluice_key_decoded":{"id":7},"payload":{"base64":"AAE="}}"#;
+        let record = line_to_record(keyed, InputFormat::Rows, &FieldMapping::default(), 0).unwrap();
+        assert_eq!(record.record.key.as_deref(), Some(&br#"{"id":7}"#[..]));
+        assert_eq!(record.record.value.as_deref(), Some(&[0u8, 1][..]));
         let problem = line_to_record(br#"{"a":1}"#, InputFormat::Rows, &FieldMapping::default(), 0).unwrap_err();
         assert!(problem.0.contains("no `partition` column"), "{}", problem.0);
     }
