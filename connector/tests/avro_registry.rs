@@ -565,6 +565,34 @@ async fn avro_keys_become_the_decoded_key_column() {
     assert_eq!(keys.last().unwrap()[0], None, "no key: NULL");
 }
 
+/// `key_format: protobuf`: keys that are `shop.Order` messages of their own, serialized by
+/// Python's `ProtobufSerializer` (subject `<topic>-key`, index array `[1]`), become one
+/// `_sluice_key_decoded` object holding what the message's row would (`produce_protobuf.py
+/// --key`); the values are read with `format: protobuf` as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_keys_become_the_decoded_key_column() {
+    let Some(Setup { client: _, url, python, topic }) = setup("protobuf-key").await else { return };
+    let expected = run_producer_script(&python, "produce_protobuf.py", &url, &topic, &["3", "--key"]);
+    let latest = registry_get(&url, &format!("/subjects/{topic}-key/versions/latest")).await;
+    assert_eq!(latest["schemaType"], json!("PROTOBUF"), "{latest}");
+    let dir = common::temp_dir("protobuf-key");
+    let config = common::write_config(
+        &dir,
+        json!({
+            "topics": [{"name": topic, "format": "protobuf", "key_format": "protobuf"}],
+            "schema_registry": {"url": url},
+        }),
+    );
+    let dest = dir.join("out");
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(rows.len(), expected.len(), "rows: {rows:?}");
+    for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
+        assert!(want["_sluice_key_decoded"].is_object(), "{want}");
+        assert_fields_hold(index, row, want, 8);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unframed_and_unknown_records_fail_with_coordinates_or_become_dead_letters() {
     let Some(Setup { client, url, python, topic }) = setup("avro-bad").await else { return };

@@ -7,11 +7,13 @@ message) to a real Kafka broker, and prints one JSON line per record: what `slui
 --format protobuf`'s row must hold, computed here with Python's own formatting (isoformat,
 base64), not Sluice's.
 
-    produce_protobuf.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT]
+    produce_protobuf.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT] [--key]
     produce_protobuf.py --consume BOOTSTRAP REGISTRY_URL TOPIC COUNT
 
 The second form reads COUNT records of TOPIC with Confluent's ProtobufDeserializer instead and
-prints the same rows computed from the messages it decoded.
+prints the same rows computed from the messages it decoded. --key serializes each key with a
+ProtobufSerializer too (subject TOPIC-key; a `shop.Order` of its own) and adds the
+`_sluice_key_decoded` a `key_format: protobuf` read must write: the key's row as one object.
 
 The records are `shop.Order`, the file's second message (index array [1]), so the index array
 is not the `[0]` shortcut. Its fields: every scalar type, proto3 `optional`, an enum from the
@@ -207,18 +209,24 @@ def main():
         deserializer = ProtobufDeserializer(build_classes(), {"use.deprecated.format": False})
         consume(sys.argv[2], sys.argv[4], int(sys.argv[5]), deserializer, lambda msg: print(json.dumps(row_of(msg))))
         return
-    bootstrap, url, topic = sys.argv[1], sys.argv[2], sys.argv[3]
-    count = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+    args = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    with_key = "--key" in sys.argv[1:]
+    bootstrap, url, topic = args[0], args[1], args[2]
+    count = int(args[3]) if len(args) > 3 else 10
     Order = build_classes()
     registry = SchemaRegistryClient({"url": url})
+    serializer = lambda: ProtobufSerializer(Order, registry, {"use.deprecated.format": False})
     producer = SerializingProducer({
         "bootstrap.servers": bootstrap,
-        "key.serializer": StringSerializer("utf_8"),
-        "value.serializer": ProtobufSerializer(Order, registry, {"use.deprecated.format": False}),
+        "key.serializer": serializer() if with_key else StringSerializer("utf_8"),
+        "value.serializer": serializer(),
     })
     for i in range(count):
         msg, row = record(Order, i)
-        producer.produce(topic, key=f"k{i}", value=msg)
+        key = f"k{i}"
+        if with_key:
+            key, row["_sluice_key_decoded"] = record(Order, 200 + i)
+        producer.produce(topic, key=key, value=msg)
         print(json.dumps(row))
     producer.flush(30)
 
