@@ -25,6 +25,9 @@
 //! Last, `format: json_schema` through `sluice read`: records from Confluent's Python
 //! `JSONSerializer` (`tests/registry/produce_json_schema.py`), also `confluent-kafka[json]`.
 //!
+//! Keys (`key_format`): Avro, Protobuf and JSON Schema keys serialized by the same Python
+//! serializers become the `_sluice_key_decoded` column (into PostgreSQL too, for Avro).
+//!
 //! ```sh
 //! tests/registry/registry.sh start
 //! CI=true cargo test -p sluice --test avro_registry
@@ -589,6 +592,32 @@ async fn protobuf_keys_become_the_decoded_key_column() {
     assert_eq!(rows.len(), expected.len(), "rows: {rows:?}");
     for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
         assert!(want["_sluice_key_decoded"].is_object(), "{want}");
+        assert_fields_hold(index, row, want, 8);
+    }
+}
+
+/// `key_format: json_schema`: keys framed by Python's `JSONSerializer` (subject `<topic>-key`)
+/// become `_sluice_key_decoded` objects; the values are `format: json_schema` as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_schema_keys_become_the_decoded_key_column() {
+    let Some(Setup { client: _, url, python, topic }) = setup("json-schema-key").await else { return };
+    let expected = run_producer_script(&python, "produce_json_schema.py", &url, &topic, &["4", "--key"]);
+    let latest = registry_get(&url, &format!("/subjects/{topic}-key/versions/latest")).await;
+    assert_eq!(latest["schemaType"], json!("JSON"), "{latest}");
+    let dir = common::temp_dir("json-schema-key");
+    let config = common::write_config(
+        &dir,
+        json!({
+            "topics": [{"name": topic, "format": "json_schema", "key_format": "json_schema"}],
+            "schema_registry": {"url": url},
+        }),
+    );
+    let dest = dir.join("out");
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    let rows = common::read_rows(&dest, &topic);
+    assert_eq!(rows.len(), expected.len(), "rows: {rows:?}");
+    for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
+        assert_eq!(row["_sluice_key_decoded"], json!({"site": format!("site-{}", index % 3), "rack": index}), "{row}");
         assert_fields_hold(index, row, want, 8);
     }
 }

@@ -55,18 +55,24 @@ def main():
         avro = json.dumps({"type": "record", "name": "Other", "fields": [{"name": "x", "type": "long"}]})
         print(client.register_schema(subject, Schema(avro, "AVRO")))
         return
-    bootstrap, url, topic = sys.argv[1], sys.argv[2], sys.argv[3]
-    count = int(sys.argv[4]) if len(sys.argv) > 4 else 10
+    # --key: keys by a JSONSerializer too (subject TOPIC-key); each printed line then also has
+    # the `_sluice_key_decoded` a `key_format: json_schema` read must write.
+    args = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    with_key = "--key" in sys.argv[1:]
+    bootstrap, url, topic = args[0], args[1], args[2]
+    count = int(args[3]) if len(args) > 3 else 10
     registry = SchemaRegistryClient({"url": url})
+    key_schema = {"type": "object", "properties": {"site": {"type": "string"}, "rack": {"type": "integer"}}}
     producer = SerializingProducer({
         "bootstrap.servers": bootstrap,
-        "key.serializer": StringSerializer("utf_8"),
+        "key.serializer": JSONSerializer(json.dumps(key_schema), registry) if with_key else StringSerializer("utf_8"),
         "value.serializer": JSONSerializer(json.dumps(SCHEMA), registry),
     })
     for i in range(count):
         value = reading(i)
-        producer.produce(topic, key=f"k{i}", value=value, partition=0)
-        print(json.dumps(value))
+        key = {"site": f"site-{i % 3}", "rack": i} if with_key else f"k{i}"
+        producer.produce(topic, key=key, value=value, partition=0)
+        print(json.dumps(dict(value, _sluice_key_decoded=key) if with_key else value))
     producer.flush(30)
 
 
