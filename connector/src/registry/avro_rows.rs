@@ -10,7 +10,7 @@
 //! | column type | in the JSON line |
 //! | - | - |
 //! | bool, string (string, `uuid`, enum symbol) | JSON boolean, string |
-//! | number | JSON number; a `decimal` exactly, with its scale's digits (`-1.50`), a float by its shortest text |
+//! | number | JSON number; a `decimal` exactly, with its scale's digits (`-1.50`), a float by the fewest digits that read back as the same float, written without an exponent (1e300 is a 1 and 300 zeros, `.0` after a whole number) |
 //! | bytes (`bytes`, `fixed`) | the bytes form of `_sluice_key`: `{"utf8": ...}` when the bytes are UTF-8, else `{"base64": ...}` |
 //! | date | `"2024-02-29"` |
 //! | time | `"13:45:30.123"` (millis) or `"13:45:30.123456"` (micros) |
@@ -181,7 +181,8 @@ fn write_json(schema: &AvroSchema, node: NodeId, value: &Value<'_>, out: &mut Ve
     Ok(())
 }
 
-/// A float as [`float`] writes it: its shortest text, `.0` after a whole number.
+/// A float as [`float`] writes it: the fewest digits that read back as it, without an exponent
+/// (Rust's `Display`), `.0` after a whole number.
 fn write_float(finite: bool, mut text: String, out: &mut Vec<u8>) -> Result<(), &'static str> {
     if !finite {
         return Err("is a NaN or infinite float, which JSON cannot hold");
