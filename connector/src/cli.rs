@@ -395,8 +395,9 @@ struct WriteArgs {
     #[arg(long, value_name = "FILE")]
     dead_letter_file: Option<PathBuf>,
     /// For a topic configured with `format: avro` or `json_schema`: a schema (Avro or JSON
-    /// Schema, JSON text) to register under the value subject and encode the values with.
-    /// Default: the subject's latest schema (always, for `format: protobuf`).
+    /// Schema, JSON text; for `format: protobuf` a FileDescriptorSet from `protoc
+    /// --include_imports --descriptor_set_out=FILE`) to register under the value subject and
+    /// encode the values with. Default: the subject's latest schema.
     #[arg(long, value_name = "FILE")]
     value_schema: Option<PathBuf>,
 }

@@ -311,8 +311,8 @@ pub async fn write(
 
     let value_schema = match &options.value_schema {
         Some(path) => Some(
-            fs::read_to_string(path)
-                .map_err(|source| WriteError::Input { input: path.display().to_string(), source })?,
+            // Text for Avro and JSON Schema, a binary descriptor set for Protobuf.
+            fs::read(path).map_err(|source| WriteError::Input { input: path.display().to_string(), source })?,
         ),
         None => None,
     };

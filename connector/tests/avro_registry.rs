@@ -960,6 +960,60 @@ async fn protobuf_records_from_confluent_python_serializer_become_columns() {
     for (index, (python_read, want)) in consumed.iter().zip(&expected).enumerate() {
         assert_fields_hold(index, python_read, want, 0);
     }
+
+    // And into a third topic whose subject has no schema yet: `--value-schema` takes the schema
+    // as a FileDescriptorSet with its imports (Python writes it as protoc's --include_imports
+    // would, the well-known files too), registers shop/common.proto under its own name and
+    // shop/order.proto under `<topic>-value` referring to it (the well-known files are not
+    // registered, as Confluent's serializers do not), and Python reads the records back.
+    let registered = sluice_tests::unique_topic("protobuf-register");
+    client.create_topic(&NewTopic::new(&registered, 1, 1)).await.expect("create topic");
+    let set = dir.join("order.pb");
+    let wrote = Command::new(&python)
+        .arg(sluice_tests::repo_root().join("tests/registry/produce_protobuf.py"))
+        .args(["--descriptor-set", set.to_str().unwrap()])
+        .output()
+        .expect("write the descriptor set");
+    assert!(wrote.status.success(), "{}", String::from_utf8_lossy(&wrote.stderr));
+    let entry = json!({"name": registered, "format": "protobuf", "value_message": "shop.Order"});
+    let config =
+        common::write_config(&dir.join("register"), json!({"topics": [entry], "schema_registry": {"url": url}}));
+    let args = [
+        "write",
+        "--config",
+        config.to_str().unwrap(),
+        "--topic",
+        &registered,
+        "--input",
+        rows_file.to_str().unwrap(),
+        "--format",
+        "rows",
+        "--value-schema",
+        set.to_str().unwrap(),
+    ];
+    let run = common::sluice(&args);
+    run.assert_success();
+    assert!(run.stdout.contains(&format!("wrote {} records (0 dead letters)", expected.len())), "{}", run.stdout);
+    let latest = registry_get(&url, &format!("/subjects/{registered}-value/versions/latest")).await;
+    assert_eq!(latest["schemaType"], json!("PROTOBUF"), "{latest}");
+    let references = latest["references"].as_array().unwrap_or_else(|| panic!("no references: {latest}"));
+    assert_eq!(references.len(), 1, "only the non-well-known import: {latest}");
+    assert_eq!(
+        (&references[0]["name"], &references[0]["subject"]),
+        (&json!("shop/common.proto"), &json!("shop/common.proto"))
+    );
+    let consumed = Command::new(&python)
+        .arg(sluice_tests::repo_root().join("tests/registry/produce_protobuf.py"))
+        .args(["--consume", sluice_tests::broker_address().as_str(), url.as_str(), registered.as_str(), count.as_str()])
+        .output()
+        .expect("run the Protobuf consumer");
+    assert!(consumed.status.success(), "{}", String::from_utf8_lossy(&consumed.stderr));
+    let consumed: Vec<Json> =
+        String::from_utf8(consumed.stdout).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(consumed.len(), expected.len());
+    for (index, (python_read, want)) in consumed.iter().zip(&expected).enumerate() {
+        assert_fields_hold(index, python_read, want, 0);
+    }
 }
 
 /// The Avro schema `sluice write` registers in [`sluice_write_encodes_avro_that_confluent_python_reads`].

@@ -695,6 +695,13 @@ pub fn protobuf_schema(data: &[u8]) {
     let Some((length, rest)) = data.split_first_chunk::<2>() else { return };
     let length = usize::from(u16::from_be_bytes(*length)).min(rest.len());
     let (descriptor, encoded) = rest.split_at(length);
+    // The same bytes as a descriptor set (`sluice write --value-schema`): each file found is a
+    // slice of the input, as long as a length says.
+    if let Ok(files) = sluice::registry::protobuf::schema::descriptor_set_files(descriptor) {
+        for file in files {
+            assert!(file.bytes.len() <= descriptor.len(), "a set's file is within the set");
+        }
+    }
     let Ok(schema) = Schema::from_descriptors(descriptor, &[]) else { return };
     let limits = DecodeLimits { values_per_byte: 2, ..DecodeLimits::default() };
     for index in 0..4 {

@@ -9,9 +9,12 @@ base64), not Sluice's.
 
     produce_protobuf.py BOOTSTRAP REGISTRY_URL TOPIC [COUNT] [--key]
     produce_protobuf.py --consume BOOTSTRAP REGISTRY_URL TOPIC COUNT
+    produce_protobuf.py --descriptor-set PATH
 
 The second form reads COUNT records of TOPIC with Confluent's ProtobufDeserializer instead and
-prints the same rows computed from the messages it decoded. --key serializes each key with a
+prints the same rows computed from the messages it decoded. The third writes the schema as a
+FileDescriptorSet with its imports (the well-known ones too), as protoc's --include_imports
+does, for `sluice write --value-schema`. --key serializes each key with a
 ProtobufSerializer too (subject TOPIC-key; a `shop.Order` of its own) and adds the
 `_sluice_key_decoded` a `key_format: protobuf` read must write: the key's row as one object.
 
@@ -204,7 +207,31 @@ def dict_of_struct(struct):
     return MessageToDict(struct)
 
 
+def write_descriptor_set(path):
+    """Writes the schema as `protoc --include_imports --descriptor_set_out` would: a serialized
+    FileDescriptorSet of shop/order.proto and every file it imports, imports first."""
+    build_classes()
+    pool = descriptor_pool.Default()
+    files, seen = descriptor_pb2.FileDescriptorSet(), set()
+
+    def add(name):
+        if name in seen:
+            return
+        seen.add(name)
+        descriptor = pool.FindFileByName(name)
+        for dependency in descriptor.dependencies:
+            add(dependency.name)
+        descriptor.CopyToProto(files.file.add())
+
+    add("shop/order.proto")
+    with open(path, "wb") as out:
+        out.write(files.SerializeToString())
+
+
 def main():
+    if sys.argv[1] == "--descriptor-set":
+        write_descriptor_set(sys.argv[2])
+        return
     if sys.argv[1] == "--consume":
         deserializer = ProtobufDeserializer(build_classes(), {"use.deprecated.format": False})
         consume(sys.argv[2], sys.argv[4], int(sys.argv[5]), deserializer, lambda msg: print(json.dumps(row_of(msg))))

@@ -601,6 +601,40 @@ impl RegistryClient {
     }
 }
 
+impl RegistryClient {
+    /// Registers `text` (of `schema_type`, naming `references`) under `subject`: its id, and its
+    /// version in the subject, which a schema referring to it names (the registry answers the
+    /// existing id and version for a schema the subject has already).
+    pub async fn register(
+        &self,
+        subject: &str,
+        schema_type: SchemaType,
+        text: &str,
+        references: &[SchemaReference],
+    ) -> Result<(SchemaId, i64), RegistryError> {
+        let subject_path = percent_encode(subject);
+        let references: Vec<Value> = references
+            .iter()
+            .map(|r| serde_json::json!({"name": r.name, "subject": r.subject, "version": r.version}))
+            .collect();
+        let request =
+            serde_json::json!({"schema": text, "schemaType": schema_type.name(), "references": references}).to_string();
+        let what = format!("registering a schema under subject {subject}");
+        let body = self.send(&format!("/subjects/{subject_path}/versions"), Some(&request), &what).await?;
+        let id = decode_id_response(&body).map_err(|e| self.error(&what, RegistryErrorKind::BadResponse(e)))?;
+        let what = format!("looking up the version of schema id {id} in subject {subject}");
+        let body = self.send(&format!("/subjects/{subject_path}"), Some(&request), &what).await?;
+        let version = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|answer| answer.get("version").and_then(Value::as_i64))
+            .ok_or_else(|| {
+                let e = ResponseError("the answer has no integer `version`".into());
+                self.error(&what, RegistryErrorKind::BadResponse(e))
+            })?;
+        Ok((id, version))
+    }
+}
+
 /// The schema id in a registry's answer (`{"id": 7}` from registering, or a subject version).
 pub fn decode_id_response(body: &[u8]) -> Result<SchemaId, ResponseError> {
     if body.len() > MAX_RESPONSE_BYTES {

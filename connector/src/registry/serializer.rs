@@ -23,10 +23,11 @@ use serde_json::Value as Json;
 
 use super::avro::json_datum::{encode_json as encode_avro, EncodeError};
 use super::avro::Schema as AvroSchema;
-use super::client::{RegistryClient, RegistryError, SchemaType};
+use super::client::{RegistryClient, RegistryError, SchemaReference, SchemaType};
 use super::framed_rows::RegistryFormat;
 use super::framing::{write_header, write_message_indexes, SchemaId};
 use super::protobuf::json_message::encode_json as encode_protobuf;
+use super::protobuf::schema::{descriptor_set_files, is_builtin_file, SetFile};
 use super::protobuf::{MessageId, Schema as ProtobufSchema};
 use super::protobuf_rows::Protobuf;
 use crate::json::parse_strict;
@@ -122,7 +123,8 @@ impl Serializer {
     }
 
     /// Protobuf: message `message` (a full name; default the file's first) of `subject`'s latest
-    /// schema. Registering is left to Confluent's tools (a `.proto` file needs compiling).
+    /// schema. To register one, see [`Serializer::protobuf_registering`] (a `.proto` file needs
+    /// compiling by protoc first; Sluice has no `.proto` parser).
     pub async fn protobuf(
         registry: &RegistryClient,
         subject: &str,
@@ -130,12 +132,74 @@ impl Serializer {
     ) -> Result<Self, SerializerError> {
         let id = registry.writer_schema_id(subject, SchemaType::Protobuf, None).await?;
         let schema = registry.protobuf_schema(id).await?;
+        Self::protobuf_of(schema, id, subject, message)
+    }
+
+    fn protobuf_of(
+        schema: Arc<ProtobufSchema>,
+        id: SchemaId,
+        subject: &str,
+        message: Option<&str>,
+    ) -> Result<Self, SerializerError> {
         let problem = |reason: String| SerializerError::Message { subject: subject.to_string(), reason };
         let message = Protobuf::subject_message(&schema, message).map_err(problem)?;
         let indexes = schema
             .indexes_of(message)
             .ok_or_else(|| problem("the message is not defined in the schema's own file (in a reference?)".into()))?;
         Ok(Serializer { id, format: Format::Protobuf { schema, message, indexes } })
+    }
+
+    /// Protobuf with the schema registered first: `descriptor_set` is a serialized
+    /// `FileDescriptorSet` (`protoc --include_imports --descriptor_set_out=FILE`). The file that
+    /// defines `message` (default: the set's last file, the one protoc was asked for) is
+    /// registered under `subject`; each file it imports, depth first, under the import's name
+    /// (Confluent's default reference subjects), except the well-known types, which Confluent's
+    /// serializers do not register either. Then as [`Serializer::protobuf`] with that schema.
+    pub async fn protobuf_registering(
+        registry: &RegistryClient,
+        subject: &str,
+        message: Option<&str>,
+        descriptor_set: &[u8],
+    ) -> Result<Self, SerializerError> {
+        let problem = |reason: String| SerializerError::Message { subject: subject.to_string(), reason };
+        let files = descriptor_set_files(descriptor_set)
+            .map_err(|e| problem(format!("the descriptor set is not a serialized FileDescriptorSet: {e}")))?;
+        let main = match message {
+            None => files.last(),
+            Some(name) => files.iter().find(|file| {
+                file.messages.iter().any(|m| {
+                    if file.package.is_empty() {
+                        m == name
+                    } else {
+                        format!("{}.{m}", file.package) == name
+                    }
+                })
+            }),
+        }
+        .ok_or_else(|| match message {
+            None => problem("the descriptor set holds no file".into()),
+            Some(name) => problem(format!("no file of the descriptor set defines the top-level message `{name}`")),
+        })?;
+        let order = registration_order(main, &files).map_err(problem)?;
+        let mut registered: Vec<SchemaReference> = Vec::new();
+        let mut id = None;
+        for file in order {
+            let references: Vec<SchemaReference> = file
+                .dependencies
+                .iter()
+                .filter_map(|import| registered.iter().find(|reference| &reference.name == import).cloned())
+                .collect();
+            // Each import under its own name (Confluent's default reference subjects), `main`
+            // (last) under `subject`.
+            let under = if std::ptr::eq(file, main) { subject } else { file.name.as_str() };
+            let text = crate::json::base64(file.bytes);
+            let (file_id, version) = registry.register(under, SchemaType::Protobuf, &text, &references).await?;
+            registered.push(SchemaReference { name: file.name.clone(), subject: under.to_string(), version });
+            id = Some(file_id);
+        }
+        let id = id.ok_or_else(|| problem("nothing was registered (a bug in Sluice)".into()))?;
+        let schema = registry.protobuf_schema(id).await?;
+        Self::protobuf_of(schema, id, subject, message)
     }
 
     /// The schema id the values are framed with.
@@ -186,5 +250,70 @@ impl Serializer {
             },
         }
         Ok(framed)
+    }
+}
+
+/// The files to register for `main`, each after the files it imports (depth first; the
+/// well-known imports left out): what [`Serializer::protobuf_registering`] registers, `main`
+/// last. Why not, for an import the set does not hold, or a cycle (protoc refuses those).
+fn registration_order<'s>(main: &'s SetFile<'s>, files: &'s [SetFile<'s>]) -> Result<Vec<&'s SetFile<'s>>, String> {
+    fn visit<'s>(
+        file: &'s SetFile<'s>,
+        files: &'s [SetFile<'s>],
+        order: &mut Vec<&'s SetFile<'s>>,
+        path: &mut Vec<&'s str>,
+    ) -> Result<(), String> {
+        if order.iter().any(|done| done.name == file.name) {
+            return Ok(());
+        }
+        if path.contains(&file.name.as_str()) {
+            return Err(format!("the imports of {} form a cycle", file.name));
+        }
+        path.push(&file.name);
+        for import in file.dependencies.iter().filter(|import| !is_builtin_file(import)) {
+            let imported = files.iter().find(|f| &f.name == import).ok_or_else(|| {
+                format!("{} imports {import}, which the descriptor set does not hold: make it with protoc's --include_imports", file.name)
+            })?;
+            visit(imported, files, order, path)?;
+        }
+        path.pop();
+        order.push(file);
+        Ok(())
+    }
+    let mut order = Vec::new();
+    visit(main, files, &mut order, &mut Vec::new())?;
+    Ok(order)
+}
+
+#[cfg(test)]
+mod registration_tests {
+    use super::*;
+
+    fn set_file(name: &str, dependencies: &[&str]) -> SetFile<'static> {
+        SetFile {
+            name: name.into(),
+            package: String::new(),
+            dependencies: dependencies.iter().map(|d| d.to_string()).collect(),
+            messages: Vec::new(),
+            bytes: b"",
+        }
+    }
+
+    #[test]
+    fn imports_register_first_once_and_without_the_well_known_ones() {
+        let files = [
+            set_file("a.proto", &[]),
+            set_file("google/protobuf/timestamp.proto", &[]),
+            set_file("b.proto", &["a.proto", "google/protobuf/timestamp.proto"]),
+            set_file("main.proto", &["b.proto", "a.proto"]),
+        ];
+        let order = registration_order(&files[3], &files).unwrap();
+        let names: Vec<&str> = order.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a.proto", "b.proto", "main.proto"]);
+        let missing = [set_file("main.proto", &["gone.proto"])];
+        let error = registration_order(&missing[0], &missing).unwrap_err();
+        assert!(error.contains("imports gone.proto, which the descriptor set does not hold"), "{error}");
+        let cycle = [set_file("x.proto", &["y.proto"]), set_file("y.proto", &["x.proto"])];
+        assert!(registration_order(&cycle[0], &cycle).unwrap_err().contains("form a cycle"));
     }
 }

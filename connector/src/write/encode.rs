@@ -1,7 +1,8 @@
 //! The values `sluice write` sends: as given, or, for a topic whose configuration says
 //! `format: avro`, `protobuf` or `json_schema`, through a [`Serializer`] of its value subject
-//! (`--value-schema` registers an Avro or JSON Schema first; Protobuf takes the topic's
-//! `value_message`), so that Confluent's deserializers read the topic. Made once per run.
+//! (`--value-schema` registers an Avro or JSON Schema, or a Protobuf descriptor set, first;
+//! Protobuf encodes the topic's `value_message`), so that Confluent's deserializers read the
+//! topic. Made once per run.
 
 use sluice_wire::ProduceRecord;
 
@@ -27,34 +28,39 @@ pub enum EncoderError {
 }
 
 impl ValueEncoder {
-    /// The encoder of `topic`'s configured format; `value_schema` is `--value-schema`'s text.
-    pub async fn for_topic(config: &Config, topic: &str, value_schema: Option<&str>) -> Result<Self, EncoderError> {
+    /// The encoder of `topic`'s configured format; `value_schema` is `--value-schema`'s
+    /// contents: an Avro or JSON Schema (text), or for Protobuf a serialized `FileDescriptorSet`.
+    pub async fn for_topic(config: &Config, topic: &str, value_schema: Option<&[u8]>) -> Result<Self, EncoderError> {
         let payload = config.payload(topic);
         let registry = config
             .schema_registry
             .as_ref()
             .map(|settings| RegistryClient::new(RegistrySettings::from_config(settings)));
         let subject = payload.value_subject.as_str();
-        let serializer = match (payload.format, registry) {
-            (PayloadFormat::Avro, Some(registry)) => Serializer::avro(&registry, subject, value_schema).await,
-            (PayloadFormat::JsonSchema, Some(registry)) => {
-                Serializer::json_schema(&registry, subject, value_schema).await
-            }
-            (PayloadFormat::Protobuf, Some(_)) if value_schema.is_some() => {
+        let text = match value_schema.map(std::str::from_utf8) {
+            Some(Err(_)) if payload.format != PayloadFormat::Protobuf => {
                 return Err(EncoderError::Unsupported(format!(
-                    "--value-schema takes an Avro or JSON Schema; topic {topic} has `format: protobuf`, whose schema \
-                     Sluice takes from the subject's latest version: register it first (with Confluent's serializer \
-                     or the registry's API), then write"
+                    "--value-schema is not UTF-8 text; topic {topic} has `format: {}`, whose schema is JSON",
+                    payload.format.name()
                 )))
             }
-            (PayloadFormat::Protobuf, Some(registry)) => {
-                Serializer::protobuf(&registry, subject, payload.value_message.as_deref()).await
-            }
+            Some(Ok(text)) => Some(text),
+            _ => None,
+        };
+        let serializer = match (payload.format, registry) {
+            (PayloadFormat::Avro, Some(registry)) => Serializer::avro(&registry, subject, text).await,
+            (PayloadFormat::JsonSchema, Some(registry)) => Serializer::json_schema(&registry, subject, text).await,
+            (PayloadFormat::Protobuf, Some(registry)) => match value_schema {
+                Some(set) => {
+                    Serializer::protobuf_registering(&registry, subject, payload.value_message.as_deref(), set).await
+                }
+                None => Serializer::protobuf(&registry, subject, payload.value_message.as_deref()).await,
+            },
             (PayloadFormat::Json | PayloadFormat::Raw, _) if value_schema.is_none() => return Ok(ValueEncoder::Plain),
             (format @ (PayloadFormat::Json | PayloadFormat::Raw), _) => {
                 return Err(EncoderError::Unsupported(format!(
-                    "--value-schema is for a topic configured with `format: avro` or `json_schema`; topic {topic} has \
-                     `format: {}`",
+                    "--value-schema is for a topic configured with `format: avro`, `protobuf` or `json_schema`; topic \
+                     {topic} has `format: {}`",
                     format.name()
                 )))
             }

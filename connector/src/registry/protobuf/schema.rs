@@ -390,6 +390,68 @@ fn varint(reader: &mut Reader<'_>, wire: WireType, field: &'static str) -> Resul
     Ok(reader.varint()?)
 }
 
+/// One file of a serialized `FileDescriptorSet` (what `protoc --include_imports
+/// --descriptor_set_out` writes): its name, the files it imports, the package, the names of its
+/// top-level messages, and its serialized `FileDescriptorProto`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetFile<'a> {
+    pub name: String,
+    pub package: String,
+    pub dependencies: Vec<String>,
+    pub messages: Vec<String>,
+    pub bytes: &'a [u8],
+}
+
+/// The files of the serialized `FileDescriptorSet` `set`, in its order (protoc writes a file's
+/// imports before it).
+pub fn descriptor_set_files(set: &[u8]) -> Result<Vec<SetFile<'_>>, DescriptorError> {
+    let mut files = Vec::new();
+    each_field(set, |number, reader, wire| {
+        if number != 1 {
+            return Ok(false);
+        }
+        let bytes = len(reader, wire, "file")?;
+        let mut file = SetFile {
+            name: String::new(),
+            package: String::new(),
+            dependencies: Vec::new(),
+            messages: Vec::new(),
+            bytes,
+        };
+        each_field(bytes, |number, reader, wire| {
+            match number {
+                1 => file.name = text(len(reader, wire, "name")?, "name")?,
+                2 => file.package = text(len(reader, wire, "package")?, "package")?,
+                3 => file.dependencies.push(text(len(reader, wire, "dependency")?, "dependency")?),
+                4 => file.messages.push(MessageProto::decode(len(reader, wire, "message_type")?, 0)?.name),
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })?;
+        files.push(file);
+        Ok(true)
+    })?;
+    Ok(files)
+}
+
+/// Whether `file` (an import's name) holds only well-known types Sluice has built in, which
+/// Confluent's serializers do not register either (`skip.known.types`).
+pub fn is_builtin_file(file: &str) -> bool {
+    const BUILTIN: &[&str] = &[
+        "google/protobuf/timestamp.proto",
+        "google/protobuf/duration.proto",
+        "google/protobuf/wrappers.proto",
+        "google/protobuf/empty.proto",
+        "google/protobuf/any.proto",
+        "google/protobuf/field_mask.proto",
+        "google/protobuf/struct.proto",
+        "confluent/type/decimal.proto",
+        "google/type/date.proto",
+        "google/type/timeofday.proto",
+    ];
+    BUILTIN.contains(&file)
+}
+
 impl FileProto {
     fn decode(bytes: &[u8]) -> Result<FileProto, DescriptorError> {
         let mut file = FileProto::default();
@@ -853,6 +915,30 @@ pub mod encode {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn descriptor_sets_give_their_files_in_order() {
+        let common = file("shop/common.proto", "shop", "proto3", &[], &[enumeration("Color", &[("RED", 0)])]);
+        let mut order = file("shop/order.proto", "shop", "proto3", &[message("Order", &[], &[], &[], false)], &[]);
+        for import in ["shop/common.proto", "google/protobuf/timestamp.proto"] {
+            order.push(3 << 3 | 2);
+            order.push(import.len() as u8);
+            order.extend_from_slice(import.as_bytes());
+        }
+        let mut set = Vec::new();
+        for bytes in [&common, &order] {
+            set.push(1 << 3 | 2);
+            set.push(bytes.len() as u8);
+            set.extend_from_slice(bytes);
+        }
+        let files = descriptor_set_files(&set).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!((files[0].name.as_str(), files[0].bytes), ("shop/common.proto", common.as_slice()));
+        assert_eq!(files[1].dependencies, ["shop/common.proto", "google/protobuf/timestamp.proto"]);
+        assert_eq!((files[1].package.as_str(), files[1].messages.as_slice()), ("shop", &["Order".to_string()][..]));
+        assert!(is_builtin_file(&files[1].dependencies[1]) && !is_builtin_file(&files[1].dependencies[0]));
+        assert!(descriptor_set_files(&set[..set.len() - 1]).is_err(), "a cut set is refused");
+    }
     use super::encode::*;
     use super::*;
 
