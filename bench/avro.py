@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The Avro read benchmark (issue #18): rows/s of `sluice read` (the static musl binary users
 ship) over a topic of nested order records written as Avro (Confluent framing, the schema in the
-registry), against the same records as JSON, and Python confluent-kafka's AvroDeserializer over
-the Avro topic as a floor.
+registry), against the same records as JSON and as Protobuf, and Python confluent-kafka's
+AvroDeserializer over the Avro topic as a floor.
 
     tests/kafka/broker.sh start && tests/registry/registry.sh start && scripts/build-static.sh
     python3 bench/avro.py --records 400000 --runs 5 --warmup 1 --label avro-2026-12-07
@@ -11,9 +11,11 @@ Dataset (deterministic, generated here): orders with 1 to 20 lines each (mixed s
 about 3 KiB as JSON), each line a nested record with an enum; a nested address record or null,
 a map of attributes, a nullable note, a decimal price, a timestamp-micros, a date and a uuid.
 Both topics (4 partitions) are written once per record count by `sluice write` from the same
-JSON Lines file: as they are into `bench-json-orders-N`, and with `format: avro` and
-`--value-schema` into `bench-avro-orders-N` (the encoder that Confluent's Python deserializer
-reads back in connector/tests/avro_registry.rs). A topic already holding N records is reused.
+JSON Lines file: as they are into `bench-json-orders-N`, with `format: avro` and
+`--value-schema` into `bench-avro-orders-N`, and with `format: protobuf` and a descriptor set
+(`protobuf_descriptor_set`, the same fields) into `bench-protobuf-orders-N` (the encoders that
+Confluent's Python deserializers read back in connector/tests/avro_registry.rs). A topic
+already holding N records is reused.
 
 Each measured run reads a whole topic with `sluice read --mode bounded` into a fresh directory
 (rows are checked: N), or runs `tests/registry/consume_avro.py --count-only` (a
@@ -64,6 +66,59 @@ SCHEMA = {
 }
 
 
+def protobuf_descriptor_set():
+    """The same order as a Protobuf message `bench.Order` (a serialized FileDescriptorSet of
+    bench/order.proto, what `protoc --descriptor_set_out` gives; its well-known imports are built
+    into Sluice and not registered): decimal as confluent.type.Decimal, the timestamp as
+    google.protobuf.Timestamp, the date as google.type.Date, the note proto3 `optional`, the
+    address a message, attrs a map, lines a repeated message with an enum."""
+    from google.protobuf import descriptor_pb2
+    F = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="bench/order.proto", package="bench", syntax="proto3")
+    proto.dependency.extend(["google/protobuf/timestamp.proto", "confluent/type/decimal.proto",
+                             "google/type/date.proto"])
+    color = proto.enum_type.add(name="Color")
+    for number, name in enumerate(["RED", "GREEN", "BLUE"]):
+        color.value.add(name=name, number=number)
+
+    def field(message, name, number, kind, type_name=None, repeated=False, oneof=None):
+        f = message.field.add(name=name, number=number, type=kind,
+                              label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
+        if type_name:
+            f.type_name = type_name
+        if oneof is not None:
+            f.oneof_index = oneof
+            f.proto3_optional = True
+
+    address = proto.message_type.add(name="Address")
+    for number, name in enumerate(["street", "city", "zip"], 1):
+        field(address, name, number, F.TYPE_STRING)
+    line = proto.message_type.add(name="Line")
+    field(line, "sku", 1, F.TYPE_STRING)
+    field(line, "qty", 2, F.TYPE_INT32)
+    field(line, "unit", 3, F.TYPE_DOUBLE)
+    field(line, "color", 4, F.TYPE_ENUM, ".bench.Color")
+    order_ = proto.message_type.add(name="Order")
+    entry = order_.nested_type.add(name="AttrsEntry")
+    entry.options.map_entry = True
+    field(entry, "key", 1, F.TYPE_STRING)
+    field(entry, "value", 2, F.TYPE_STRING)
+    order_.oneof_decl.add(name="_note")
+    field(order_, "id", 1, F.TYPE_STRING)
+    field(order_, "customer", 2, F.TYPE_INT64)
+    field(order_, "ok", 3, F.TYPE_BOOL)
+    field(order_, "score", 4, F.TYPE_DOUBLE)
+    field(order_, "price", 5, F.TYPE_MESSAGE, ".confluent.type.Decimal")
+    field(order_, "at", 6, F.TYPE_MESSAGE, ".google.protobuf.Timestamp")
+    field(order_, "day", 7, F.TYPE_MESSAGE, ".google.type.Date")
+    field(order_, "ref", 8, F.TYPE_STRING)
+    field(order_, "note", 9, F.TYPE_STRING, oneof=0)
+    field(order_, "ship", 10, F.TYPE_MESSAGE, ".bench.Address")
+    field(order_, "attrs", 11, F.TYPE_MESSAGE, ".bench.Order.AttrsEntry", repeated=True)
+    field(order_, "lines", 12, F.TYPE_MESSAGE, ".bench.Line", repeated=True)
+    return descriptor_pb2.FileDescriptorSet(file=[proto]).SerializeToString()
+
+
 def order(i):
     lines = 1 + (i * 7919) % 20
     return {
@@ -103,7 +158,8 @@ def topic_records(bootstrap, topic):
 
 def prepare(bootstrap, registry, records, scratch):
     from confluent_kafka.admin import AdminClient, NewTopic
-    topics = {"json": f"bench-json-orders-{records}", "avro": f"bench-avro-orders-{records}"}
+    topics = {"json": f"bench-json-orders-{records}", "avro": f"bench-avro-orders-{records}",
+              "protobuf": f"bench-protobuf-orders-{records}"}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     lines_path = os.path.join(scratch, "orders.jsonl")
     with open(lines_path, "w") as f:
@@ -113,6 +169,9 @@ def prepare(bootstrap, registry, records, scratch):
     schema_path = os.path.join(scratch, "order.avsc")
     with open(schema_path, "w") as f:
         json.dump(SCHEMA, f)
+    descriptor_path = os.path.join(scratch, "order.pb")
+    with open(descriptor_path, "wb") as f:
+        f.write(protobuf_descriptor_set())
     for kind, topic in topics.items():
         if topic_records(bootstrap, topic) == records:
             run.log(f"{topic}: already holds {records} records")
@@ -121,6 +180,8 @@ def prepare(bootstrap, registry, records, scratch):
             admin.delete_topics([topic])[topic].result()
         admin.create_topics([NewTopic(topic, 4, 1)])[topic].result()
         entry = {"name": topic, "format": kind}
+        if kind == "protobuf":
+            entry["value_message"] = "bench.Order"
         config = os.path.join(scratch, f"write-{kind}.json")
         with open(config, "w") as f:
             json.dump({"brokers": [bootstrap], "topics": [entry], "schema_registry": {"url": registry}}, f)
@@ -129,6 +190,8 @@ def prepare(bootstrap, registry, records, scratch):
                    "--chunk-records", "20000"]
         if kind == "avro":
             command += ["--value-schema", schema_path]
+        if kind == "protobuf":
+            command += ["--value-schema", descriptor_path]
         run.log(f"writing {topic}")
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         if topic_records(bootstrap, topic) != records:
@@ -153,7 +216,8 @@ def main():
     scratch = tempfile.mkdtemp(prefix="bench-avro-")
     try:
         topics, json_bytes = prepare(args.bootstrap, args.registry, args.records, scratch)
-        clients = ["sluice read avro", "sluice read json"] + ([] if args.no_python else ["python AvroDeserializer"])
+        clients = ["sluice read avro", "sluice read protobuf", "sluice read json"] + (
+            [] if args.no_python else ["python AvroDeserializer"])
         rows = []
         for round_index in range(-args.warmup, args.runs):
             order_ = clients if round_index % 2 == 0 else list(reversed(clients))
@@ -219,6 +283,9 @@ def main():
                      f"{s['rss_mib']:.0f} |")
     lines += ["", f"Avro per row against JSON: {avro['rows_per_s'] / plain['rows_per_s']:.2f}x the rows/s, "
                   f"{avro['cpu_s_per_million'] / plain['cpu_s_per_million']:.2f}x the CPU (goal: rows/s at least 1.0x)."]
+    protobuf = summary["sluice read protobuf"]
+    lines.append(f"Protobuf per row against JSON: {protobuf['rows_per_s'] / plain['rows_per_s']:.2f}x the rows/s, "
+                 f"{protobuf['cpu_s_per_million'] / plain['cpu_s_per_million']:.2f}x the CPU.")
     if "python AvroDeserializer" in summary:
         python = summary["python AvroDeserializer"]
         lines.append(f"Against Python's AvroDeserializer (the floor): {avro['rows_per_s'] / python['rows_per_s']:.1f}x "

@@ -680,18 +680,51 @@ pub fn protobuf_rows(data: &[u8]) {
     let Some((&pick, rest)) = data.split_first() else { return };
     let [proto3, proto2] = protobuf_fuzz_schemas();
     let schema = if pick & 1 == 0 { proto3 } else { proto2 };
+    // The rest as one message of each top-level kind: its text rows as its values.
+    let limits = sluice::registry::avro::DecodeLimits { values_per_byte: 2, ..Default::default() };
+    for index in 0..4 {
+        let Some(message) = schema.message_at(&[index]) else { break };
+        if sluice::registry::protobuf_rows::columns(&schema, message).is_ok() {
+            protobuf_text_as_values(&schema, message, rest, limits);
+        }
+    }
     framed_rows(ProtobufRowDecoder::with_known_schema(JSON_ROWS_TOPIC, fuzz_incarnation(), SchemaId(1), schema), rest);
+}
+
+/// `row_text` of a Protobuf message writes, span by span, exactly the JSON that the
+/// `serde_json` values of `row` serialize to, and both fail alike (as for Avro).
+fn protobuf_text_as_values(
+    schema: &sluice::registry::protobuf::Schema,
+    message: sluice::registry::protobuf::MessageId,
+    encoded: &[u8],
+    limits: sluice::registry::avro::DecodeLimits,
+) {
+    use sluice::registry::framed_rows::RegistryFormat;
+    use sluice::registry::framing::SchemaId;
+    use sluice::registry::protobuf_rows::Protobuf;
+    let values = Protobuf::row(schema, SchemaId(1), message, encoded, limits);
+    let (mut text, mut spans) = (Vec::new(), Vec::new());
+    let written = Protobuf::row_text(schema, SchemaId(1), message, encoded, limits, &mut text, &mut spans);
+    match (values, written) {
+        (Ok(values), Ok(())) => {
+            assert_eq!(values.len(), spans.len());
+            for (value, (start, end)) in values.iter().zip(spans) {
+                assert_eq!(serde_json::to_vec(value).unwrap(), text[start..end], "a value written as text");
+            }
+        }
+        (Err(a), Err(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}")),
+        (a, b) => panic!("row and row_text disagree: {a:?} / {b:?}"),
+    }
 }
 
 /// A serialized `FileDescriptorProto` from the input (`[length: u16 BE][descriptor][message]`):
 /// no panic; a schema that builds gives its top-level messages' columns, and the message bytes
-/// decode as each of them (or fail) within the value budget of 2 per byte.
+/// decode as each of them (or fail) within the value budget of 2 per byte, their text rows the
+/// same as their values' ([`protobuf_text_as_values`]).
 pub fn protobuf_schema(data: &[u8]) {
     use sluice::registry::avro::DecodeLimits;
-    use sluice::registry::framed_rows::RegistryFormat;
-    use sluice::registry::framing::SchemaId;
     use sluice::registry::protobuf::Schema;
-    use sluice::registry::protobuf_rows::{columns, Protobuf};
+    use sluice::registry::protobuf_rows::columns;
     let Some((length, rest)) = data.split_first_chunk::<2>() else { return };
     let length = usize::from(u16::from_be_bytes(*length)).min(rest.len());
     let (descriptor, encoded) = rest.split_at(length);
@@ -707,7 +740,7 @@ pub fn protobuf_schema(data: &[u8]) {
     for index in 0..4 {
         let Some(message) = schema.message_at(&[index]) else { break };
         if columns(&schema, message).is_ok() {
-            let _ = Protobuf::row(&schema, SchemaId(1), message, encoded, limits);
+            protobuf_text_as_values(&schema, message, encoded, limits);
         }
     }
 }

@@ -677,6 +677,16 @@ impl Builder {
                 reason: format!("field number {number} is used twice"),
             });
         }
+        // protoc refuses a name used twice too; a row's JSON object could not hold both.
+        let mut names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| matches!(pair, [a, b] if a == b)) {
+            return Err(SchemaError::Unsupported {
+                message: full_name.clone(),
+                field: pair.first().map(|name| name.to_string()).unwrap_or_default(),
+                reason: "the field name is used twice".to_string(),
+            });
+        }
         if let Some(target) = self.messages.get_mut(id.0) {
             target.fields = fields;
             target.by_number = by_number;
