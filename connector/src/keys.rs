@@ -199,7 +199,8 @@ impl<F: RegistryFormat> Framed<F> {
 
 /// The row schema of a topic with `key_format`: `schema` with [`DECODED_KEY_COLUMN`] as its
 /// first payload column. A raw resource's `payload` column becomes the object column it is in
-/// the line (the bytes form), so the line's layout is unchanged.
+/// the line (the bytes form), so the line's layout is unchanged (and its `schema.json` says
+/// `"payload_format": "object"`, its columns `_sluice_key_decoded` and `payload`).
 pub fn keyed_schema(schema: &Schema) -> Schema {
     let key = Column { name: DECODED_KEY_COLUMN.into(), column_type: ColumnType::Json };
     let payload = match schema {
@@ -283,6 +284,28 @@ mod tests {
     }
 
     #[test]
+    fn keys_splice_into_the_last_of_several_lines() {
+        let mut rows = decoder();
+        let mut lines = RowLines::new();
+        for i in 0..3 {
+            let (key, value) = (format!("{{\"n\":{i}}}"), format!("{{\"a\":{i}}}"));
+            let mut decoded = Vec::new();
+            KeyDecoder::Json.decode(Some(key.as_bytes()), &mut decoded).unwrap();
+            let start = lines.bytes().len();
+            rows.decode_into(&record(Some(key.as_bytes()), Some(value.as_bytes())), &mut lines).unwrap();
+            assert!(splice(&mut lines, start, Some(key.as_bytes()), &decoded));
+        }
+        let text = std::str::from_utf8(lines.bytes()).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let row: Json = serde_json::from_str(line).unwrap();
+            assert_eq!((row["_sluice_key_decoded"]["n"].as_u64(), row["a"].as_u64()), (Some(i as u64), Some(i as u64)));
+        }
+        assert_eq!(lines.len(), 3);
+        lines.drop_last(text.rfind("{\"topic\"").unwrap());
+        assert_eq!((lines.len(), lines.bytes().iter().filter(|&&b| b == b'\n').count()), (2, 2));
+    }
+
+    #[test]
     fn a_key_that_cannot_be_decoded_is_a_key_error() {
         let mut out = Vec::new();
         let error = KeyDecoder::Json.decode(Some(b"not json"), &mut out).unwrap_err();
@@ -301,6 +324,17 @@ mod tests {
         let error = avro.decode(Some(b"plain"), &mut out).unwrap_err();
         let shown = crate::rows::RowError { topic: "t".into(), partition: 0, offset: 3, kind: error }.to_string();
         assert!(shown.contains("the key (decoded by the topic's `key_format`"), "{shown}");
+        // The advice is the key's, not the value's.
+        assert!(shown.contains("for JSON keys use key_format: json") && !shown.contains("use format: json"), "{shown}");
+        assert!(shown.ends_with("set `key_format` to theirs (`raw` keeps only the bytes)"), "{shown}");
+        let wrong = RowErrorKind::Key(Box::new(RowErrorKind::SchemaUnavailable {
+            schema_id: 4,
+            reason:
+                "the schema is JSON but the topic's format expects AVRO; set the topic's `format` to match the data"
+                    .into(),
+        }));
+        let shown = crate::rows::RowError { topic: "t".into(), partition: 0, offset: 3, kind: wrong }.to_string();
+        assert!(shown.contains("the key's schema id 4 cannot be used: the schema is JSON but the topic's key_format expects AVRO; set the topic's `key_format` to match"), "{shown}");
         // An id `prepare` did not fetch (never the case in a run) is refused, not guessed.
         let error = avro.decode(Some(&[0, 0, 0, 0, 9, 2]), &mut out).unwrap_err();
         assert!(

@@ -12,7 +12,8 @@
 //! * [`config`]: the JSON configuration file, validated, with secrets redacted.
 //! * [`json`]: strict JSON parsing (duplicate keys rejected, exact numbers) and byte encoding.
 //! * [`checkpoint`]: per-partition checkpoints, incarnations and event ids.
-//! * [`registry`]: schema-registry payloads: the Confluent framing and Avro.
+//! * [`registry`]: schema-registry payloads: the Confluent framing, Avro, Protobuf, JSON Schema.
+//! * [`keys`]: record keys decoded by `key_format` into `_sluice_key_decoded`.
 //! * [`rows`]: the schema of a resource and the row each record becomes.
 //! * [`row_lines`]: rows rendered into JSON Lines, with the shortcut for flat JSON objects.
 //! * [`destination`]: the `Destination` trait and the crash-safe local directory destination.

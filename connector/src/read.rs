@@ -612,6 +612,18 @@ enum ValueDecoder {
     JsonSchema(JsonSchemaRowDecoder),
 }
 
+impl ValueDecoder {
+    /// The row schema, once the first record has fixed it.
+    fn schema(&self) -> Option<&Arc<Schema>> {
+        match self {
+            ValueDecoder::Json(decoder) => decoder.schema(),
+            ValueDecoder::Avro(decoder) => decoder.schema(),
+            ValueDecoder::Protobuf(decoder) => decoder.schema(),
+            ValueDecoder::JsonSchema(decoder) => decoder.schema(),
+        }
+    }
+}
+
 impl TopicDecoder {
     fn new(config: &Config, registry: Option<&RegistryClient>, name: &str, incarnation: Incarnation) -> Self {
         let payload = config.payload(name);
@@ -638,12 +650,7 @@ impl TopicDecoder {
         if self.key.is_some() {
             return self.keyed.as_ref();
         }
-        match &self.value {
-            ValueDecoder::Json(decoder) => decoder.schema(),
-            ValueDecoder::Avro(decoder) => decoder.schema(),
-            ValueDecoder::Protobuf(decoder) => decoder.schema(),
-            ValueDecoder::JsonSchema(decoder) => decoder.schema(),
-        }
+        self.value.schema()
     }
 
     /// Fetches the schemas a batch's values and keys name (see `FramedRowDecoder::prepare`).
@@ -682,18 +689,14 @@ impl TopicDecoder {
             return decoded;
         }
         if self.keyed.is_none() {
-            let value_schema = match &self.value {
-                ValueDecoder::Json(decoder) => decoder.schema(),
-                ValueDecoder::Avro(decoder) => decoder.schema(),
-                ValueDecoder::Protobuf(decoder) => decoder.schema(),
-                ValueDecoder::JsonSchema(decoder) => decoder.schema(),
-            };
-            self.keyed = value_schema.map(|schema| Arc::new(keyed_schema(schema)));
+            self.keyed = self.value.schema().map(|schema| Arc::new(keyed_schema(schema)));
         }
         decoded?;
-        // Nothing for the key's sake is left half done: the key decoded before the value, and
-        // the line is whole when the splice fails (it cannot: see `keys::splice`).
+        // The key decoded before the value, so a key error leaves no line. The splice cannot
+        // fail (see `keys::splice`); if it did, the line without the key's column goes, so the
+        // record is not both a row and a dead letter.
         if !splice(lines, line_start, record.key, &self.key_text) {
+            lines.drop_last(line_start);
             return Err(error(RowErrorKind::Key(Box::new(RowErrorKind::SchemaUnavailable {
                 schema_id: 0,
                 reason: "the row has no `_sluice_key` field to put the decoded key after (a bug in Sluice)".into(),

@@ -56,6 +56,15 @@ impl RowLines {
         self.bytes.splice(at..at, bytes.iter().copied());
     }
 
+    /// Takes back the last line, which starts at byte `line_start` (a row that must not be
+    /// kept after all).
+    pub(crate) fn drop_last(&mut self, line_start: usize) {
+        if line_start < self.bytes.len() {
+            self.bytes.truncate(line_start);
+            self.coordinates.pop();
+        }
+    }
+
     /// Number of rows.
     pub fn len(&self) -> usize {
         self.coordinates.len()

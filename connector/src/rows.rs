@@ -40,6 +40,8 @@
 //! * `_sluice_headers` is an array of `[key, value]` pairs in record order, duplicates kept; the
 //!   bytes use the `{"utf8"}`/`{"base64"}` form of [`crate::json`], a null value is `null`.
 //! * `_sluice_key` likewise: `null` for no key, `{"utf8":""}` for an empty one.
+//! * With the topic's `key_format`, `_sluice_key_decoded` follows: the key decoded, as a `json`
+//!   column (see [`crate::keys`], which adds it).
 //! * Payload columns follow, all of them on every row (null when missing or on a tombstone). A
 //!   raw resource has the single column `payload`, in the bytes form.
 
@@ -679,8 +681,17 @@ impl fmt::Display for RowError {
                 let inner = RowError { topic: String::new(), partition: 0, offset: 0, kind: (**kind).clone() };
                 let text = inner.to_string();
                 let text = text.split_once(": ").map_or(text.as_str(), |(_, rest)| rest);
-                let text = text.replacen("the value", "the key", 1).replacen("the record's schema id", "the key's schema id", 1);
-                write!(f, "the key (decoded by the topic's `key_format`, kept as bytes in `_sluice_key`): {text}")
+                let text = text
+                    .replacen("the value", "the key", 1)
+                    .replacen("the record's schema id", "the key's schema id", 1)
+                    .replace("for plain JSON use format: json", "for JSON keys use key_format: json")
+                    .replace("the topic's format", "the topic's key_format")
+                    .replace("the topic's `format`", "the topic's `key_format`");
+                write!(
+                    f,
+                    "the key (decoded by the topic's `key_format`, kept as bytes in `_sluice_key`): {text}; \
+                     if the topic's keys are not in that format, set `key_format` to theirs (`raw` keeps only the bytes)"
+                )
             }
         }
     }

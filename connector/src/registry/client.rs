@@ -624,13 +624,16 @@ impl RegistryClient {
         let id = decode_id_response(&body).map_err(|e| self.error(&what, RegistryErrorKind::BadResponse(e)))?;
         let what = format!("looking up the version of schema id {id} in subject {subject}");
         let body = self.send(&format!("/subjects/{subject_path}"), Some(&request), &what).await?;
-        let version = serde_json::from_slice::<Value>(&body)
-            .ok()
-            .and_then(|answer| answer.get("version").and_then(Value::as_i64))
-            .ok_or_else(|| {
-                let e = ResponseError("the answer has no integer `version`".into());
-                self.error(&what, RegistryErrorKind::BadResponse(e))
-            })?;
+        let answer = serde_json::from_slice::<Value>(&body).ok();
+        let field = |name: &str| answer.as_ref().and_then(|answer| answer.get(name)).and_then(Value::as_i64);
+        let (Some(version), Some(found)) = (field("version"), field("id")) else {
+            let e = ResponseError("the answer has no integer `version` and `id`".into());
+            return Err(self.error(&what, RegistryErrorKind::BadResponse(e)));
+        };
+        if found != i64::from(id.0) {
+            let e = ResponseError(format!("the subject holds the schema as id {found}, not the {id} registering gave"));
+            return Err(self.error(&what, RegistryErrorKind::BadResponse(e)));
+        }
         Ok((id, version))
     }
 }

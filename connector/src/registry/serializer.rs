@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 use super::avro::json_datum::{encode_json as encode_avro, EncodeError};
 use super::avro::Schema as AvroSchema;
-use super::client::{RegistryClient, RegistryError, SchemaReference, SchemaType};
+use super::client::{RegistryClient, RegistryError, SchemaReference, SchemaType, MAX_REFERENCES, MAX_REFERENCE_DEPTH};
 use super::framed_rows::RegistryFormat;
 use super::framing::{write_header, write_message_indexes, SchemaId};
 use super::protobuf::json_message::encode_json as encode_protobuf;
@@ -162,24 +162,28 @@ impl Serializer {
         descriptor_set: &[u8],
     ) -> Result<Self, SerializerError> {
         let problem = |reason: String| SerializerError::Message { subject: subject.to_string(), reason };
+        const COMPILE: &str =
+            "compile the .proto file with `protoc --include_imports --descriptor_set_out=FILE x.proto`";
         let files = descriptor_set_files(descriptor_set)
-            .map_err(|e| problem(format!("the descriptor set is not a serialized FileDescriptorSet: {e}")))?;
+            .map_err(|e| problem(format!("--value-schema is not a serialized FileDescriptorSet ({e}); {COMPILE}")))?;
+        // The file that defines the message (a top-level one, or one nested in it), resolved
+        // before anything is registered.
+        let defines = |file: &SetFile<'_>, name: &str| {
+            file.messages.iter().any(|m| {
+                let full = if file.package.is_empty() { m.clone() } else { format!("{}.{m}", file.package) };
+                name == full || name.starts_with(&format!("{full}."))
+            })
+        };
         let main = match message {
-            None => files.last(),
-            Some(name) => files.iter().find(|file| {
-                file.messages.iter().any(|m| {
-                    if file.package.is_empty() {
-                        m == name
-                    } else {
-                        format!("{}.{m}", file.package) == name
-                    }
-                })
-            }),
-        }
-        .ok_or_else(|| match message {
-            None => problem("the descriptor set holds no file".into()),
-            Some(name) => problem(format!("no file of the descriptor set defines the top-level message `{name}`")),
-        })?;
+            None => files.last().filter(|file| !file.messages.is_empty()).ok_or_else(|| {
+                problem(format!("the descriptor set's last file defines no message (or there is none); {COMPILE}"))
+            })?,
+            Some(name) => files.iter().find(|file| defines(file, name)).ok_or_else(|| {
+                problem(format!(
+                    "no file of the descriptor set defines the message `{name}` (the topic's `value_message`)"
+                ))
+            })?,
+        };
         let order = registration_order(main, &files).map_err(problem)?;
         let mut registered: Vec<SchemaReference> = Vec::new();
         let mut id = None;
@@ -269,8 +273,14 @@ fn registration_order<'s>(main: &'s SetFile<'s>, files: &'s [SetFile<'s>]) -> Re
         if path.contains(&file.name.as_str()) {
             return Err(format!("the imports of {} form a cycle", file.name));
         }
+        let mut imports = file.dependencies.iter().filter(|import| !is_builtin_file(import)).peekable();
+        // What a reader of the schema follows (`RegistryClient`'s limits), checked before
+        // anything is registered.
+        if path.len() >= MAX_REFERENCE_DEPTH && imports.peek().is_some() {
+            return Err(format!("the imports of {} are nested deeper than {MAX_REFERENCE_DEPTH} files", file.name));
+        }
         path.push(&file.name);
-        for import in file.dependencies.iter().filter(|import| !is_builtin_file(import)) {
+        for import in imports {
             let imported = files.iter().find(|f| &f.name == import).ok_or_else(|| {
                 format!("{} imports {import}, which the descriptor set does not hold: make it with protoc's --include_imports", file.name)
             })?;
@@ -282,6 +292,9 @@ fn registration_order<'s>(main: &'s SetFile<'s>, files: &'s [SetFile<'s>]) -> Re
     }
     let mut order = Vec::new();
     visit(main, files, &mut order, &mut Vec::new())?;
+    if order.len() > MAX_REFERENCES + 1 {
+        return Err(format!("{} imports more than {MAX_REFERENCES} files", main.name));
+    }
     Ok(order)
 }
 

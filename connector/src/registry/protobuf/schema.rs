@@ -8,10 +8,13 @@
 //! to be UTF-8. Parts of the descriptor a reader does not need (options other than `map_entry`,
 //! services, extensions, source info) are skipped.
 //!
-//! The well-known types that serializers leave out of the references
-//! (`google/protobuf/*.proto`, `confluent/*.proto`, `google/type/*.proto`: Confluent's
-//! `skip.known.types`) are built in ([`builtin_files`]): a schema may use them without a
-//! reference; a reference that defines them itself wins.
+//! The well-known types that serializers leave out of the references (Confluent's
+//! `skip.known.types` skips `google/protobuf/*.proto`, `confluent/*.proto` and
+//! `google/type/*.proto`) are built in as far as rows use them ([`builtin_files`], the files
+//! [`is_builtin_file`] names: Timestamp, Duration, the wrappers, Empty, Any, FieldMask, Struct,
+//! `confluent.type.Decimal`, `google.type.Date` and `TimeOfDay`): a schema may use them without
+//! a reference; a reference that defines them itself wins. Another skipped file (say
+//! `google/type/money.proto`) must come as a reference.
 //!
 //! # References
 //!
