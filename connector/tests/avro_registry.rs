@@ -49,10 +49,6 @@ fn ci() -> bool {
     std::env::var("CI").is_ok_and(|value| value == "true")
 }
 
-fn registry_url() -> String {
-    std::env::var("SLUICE_REGISTRY").unwrap_or_else(|_| "http://127.0.0.1:18081".into())
-}
-
 /// The Python interpreter with confluent-kafka, or `None` (a failure under `CI=true`).
 fn python() -> Option<String> {
     let python = std::env::var("SLUICE_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -86,33 +82,14 @@ struct Setup {
 /// failure under `CI=true`).
 async fn setup(prefix: &str) -> Option<Setup> {
     let client = sluice_tests::client().await?;
-    let url = registry_url();
-    if !registry_reachable(&url).await {
+    let url = common::registry_url();
+    if !common::registry_reachable(&url).await {
         return None;
     }
     let python = python()?;
     let topic = sluice_tests::unique_topic(prefix);
     client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
     Some(Setup { client, url, python, topic })
-}
-
-async fn registry_reachable(url: &str) -> bool {
-    let host_port = url
-        .trim_start_matches("http://")
-        .trim_start_matches("https://")
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&host_port)).await {
-        Ok(Ok(_)) => true,
-        other => {
-            let why = format!("the schema registry at {url} is unreachable ({other:?}); start it with tests/registry/registry.sh start");
-            assert!(!ci(), "CI=true and {why}");
-            eprintln!("SKIPPED: {why}");
-            false
-        }
-    }
 }
 
 /// A decoded value in the plain terms `produce_avro.py` prints: decimals and uuids as text, bytes
@@ -578,22 +555,22 @@ async fn protobuf_keys_become_the_decoded_key_column() {
     let expected = run_producer_script(&python, "produce_protobuf.py", &url, &topic, &["3", "--key"]);
     let latest = registry_get(&url, &format!("/subjects/{topic}-key/versions/latest")).await;
     assert_eq!(latest["schemaType"], json!("PROTOBUF"), "{latest}");
-    let dir = common::temp_dir("protobuf-key");
-    let config = common::write_config(
-        &dir,
-        json!({
-            "topics": [{"name": topic, "format": "protobuf", "key_format": "protobuf"}],
-            "schema_registry": {"url": url},
-        }),
-    );
-    let dest = dir.join("out");
-    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
-    let rows = common::read_rows(&dest, &topic);
+    let rows = read_keyed("protobuf-key", &topic, "protobuf", &url).await;
     assert_eq!(rows.len(), expected.len(), "rows: {rows:?}");
     for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
         assert!(want["_sluice_key_decoded"].is_object(), "{want}");
         assert_fields_hold(index, row, want, 8);
     }
+}
+
+/// `topic` read into a directory with `format` and `key_format` both `format`: its rows.
+async fn read_keyed(prefix: &str, topic: &str, format: &str, url: &str) -> Vec<Json> {
+    let dir = common::temp_dir(prefix);
+    let entry = json!({"name": topic, "format": format, "key_format": format});
+    let config = common::write_config(&dir, json!({"topics": [entry], "schema_registry": {"url": url}}));
+    let dest = dir.join("out");
+    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
+    common::read_rows(&dest, topic)
 }
 
 /// `key_format: json_schema`: keys framed by Python's `JSONSerializer` (subject `<topic>-key`)
@@ -604,17 +581,7 @@ async fn json_schema_keys_become_the_decoded_key_column() {
     let expected = run_producer_script(&python, "produce_json_schema.py", &url, &topic, &["4", "--key"]);
     let latest = registry_get(&url, &format!("/subjects/{topic}-key/versions/latest")).await;
     assert_eq!(latest["schemaType"], json!("JSON"), "{latest}");
-    let dir = common::temp_dir("json-schema-key");
-    let config = common::write_config(
-        &dir,
-        json!({
-            "topics": [{"name": topic, "format": "json_schema", "key_format": "json_schema"}],
-            "schema_registry": {"url": url},
-        }),
-    );
-    let dest = dir.join("out");
-    common::read_bounded_async(&config, &dest, &[], &[]).await.assert_success();
-    let rows = common::read_rows(&dest, &topic);
+    let rows = read_keyed("json-schema-key", &topic, "json_schema", &url).await;
     assert_eq!(rows.len(), expected.len(), "rows: {rows:?}");
     for (index, (row, want)) in rows.iter().zip(&expected).enumerate() {
         assert_eq!(row["_sluice_key_decoded"], json!({"site": format!("site-{}", index % 3), "rack": index}), "{row}");

@@ -47,10 +47,6 @@ fn ci() -> bool {
     std::env::var("CI").is_ok_and(|value| value == "true")
 }
 
-fn registry_url() -> String {
-    std::env::var("SLUICE_REGISTRY").unwrap_or_else(|_| "http://127.0.0.1:18081".into())
-}
-
 /// What each test here needs: the broker's client, the registry's URL, the built Go program, and
 /// a new one-partition topic named after `prefix`.
 struct Setup {
@@ -64,8 +60,8 @@ struct Setup {
 /// `CI=true`).
 async fn setup(prefix: &str) -> Option<Setup> {
     let client = sluice_tests::client().await?;
-    let url = registry_url();
-    if !registry_reachable(&url).await {
+    let url = common::registry_url();
+    if !common::registry_reachable(&url).await {
         return None;
     }
     let serde = serde_program()?;
@@ -77,25 +73,6 @@ async fn new_topic(client: &sluice_wire::Client, prefix: &str) -> String {
     let topic = sluice_tests::unique_topic(prefix);
     client.create_topic(&NewTopic::new(&topic, 1, 1)).await.expect("create topic");
     topic
-}
-
-async fn registry_reachable(url: &str) -> bool {
-    let host_port = url
-        .trim_start_matches("http://")
-        .trim_start_matches("https://")
-        .split('/')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&host_port)).await {
-        Ok(Ok(_)) => true,
-        other => {
-            let why = format!("the schema registry at {url} is unreachable ({other:?}); start it with tests/registry/registry.sh start");
-            assert!(!ci(), "CI=true and {why}");
-            eprintln!("SKIPPED: {why}");
-            false
-        }
-    }
 }
 
 /// The Go program, built once per test process, or `None` (a failure under `CI=true`).

@@ -486,3 +486,30 @@ pub fn secure_listener(name: &str) -> Option<SecureListener> {
     }
     found
 }
+
+/// The schema registry of the tests (`SLUICE_REGISTRY`, default `http://127.0.0.1:18081`; a FAKE,
+/// franz-go's srfake, started by `tests/registry/registry.sh start`).
+pub fn registry_url() -> String {
+    std::env::var("SLUICE_REGISTRY").unwrap_or_else(|_| "http://127.0.0.1:18081".into())
+}
+
+/// Whether the registry at `url` takes a connection; false (the test skips) after printing why,
+/// and a failure when `CI=true`.
+pub async fn registry_reachable(url: &str) -> bool {
+    let host_port = url
+        .trim_start_matches("http://")
+        .trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&host_port)).await {
+        Ok(Ok(_)) => true,
+        other => {
+            let why = format!("the schema registry at {url} is unreachable ({other:?}); start it with tests/registry/registry.sh start");
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true and {why}");
+            eprintln!("SKIPPED: {why}");
+            false
+        }
+    }
+}
