@@ -24,7 +24,6 @@
 //! the value decoder gets it spliced in after `_sluice_key` ([`splice`]): the value decoders and
 //! the destinations need no other change.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value as Json;
@@ -34,8 +33,8 @@ use crate::json::{parse_strict, JsonError};
 use crate::registry::avro::DecodeLimits;
 use crate::registry::avro_rows::Avro;
 use crate::registry::client::{RegistryClient, RegistryError};
-use crate::registry::framed_rows::{record_problem, RegistryFormat};
-use crate::registry::framing::{split, SchemaId};
+use crate::registry::framed_rows::{RegistryFormat, SchemaCache};
+use crate::registry::framing::split;
 use crate::registry::protobuf_rows::Protobuf;
 use crate::row_lines::RowLines;
 use crate::rows::{Column, ColumnType, RowErrorKind, Schema, RAW_PAYLOAD_COLUMN};
@@ -75,21 +74,21 @@ impl KeyDecoder {
         match self {
             KeyDecoder::Json => {}
             KeyDecoder::JsonSchema(framed) => {
-                for id in framed.missing(keys) {
+                for id in framed.schemas.missing(keys) {
                     let fetched = framed.registry.json_schema(id).await.map(Arc::new);
-                    framed.insert(id, fetched)?;
+                    framed.schemas.insert(id, fetched)?;
                 }
             }
             KeyDecoder::Avro(framed) => {
-                for id in framed.missing(keys) {
+                for id in framed.schemas.missing(keys) {
                     let fetched = Avro::fetch(&framed.registry, id).await;
-                    framed.insert(id, fetched)?;
+                    framed.schemas.insert(id, fetched)?;
                 }
             }
             KeyDecoder::Protobuf(framed) => {
-                for id in framed.missing(keys) {
+                for id in framed.schemas.missing(keys) {
                     let fetched = Protobuf::fetch(&framed.registry, id).await;
-                    framed.insert(id, fetched)?;
+                    framed.schemas.insert(id, fetched)?;
                 }
             }
         }
@@ -111,7 +110,7 @@ impl KeyDecoder {
             KeyDecoder::Json => json_value(bytes),
             KeyDecoder::JsonSchema(framed) => {
                 let framed_key = split(bytes).map_err(RowErrorKind::NotFramed)?;
-                framed.schema(framed_key.schema_id)?;
+                framed.schemas.get(framed_key.schema_id)?;
                 json_value(framed_key.payload)
             }
             KeyDecoder::Avro(framed) => framed.whole(bytes),
@@ -133,8 +132,7 @@ fn json_value(bytes: &[u8]) -> Result<Json, RowErrorKind> {
 pub struct Framed<F: KeySchema> {
     registry: RegistryClient,
     limits: DecodeLimits,
-    /// Every schema id seen in this run: the schema, or why keys naming it cannot be decoded.
-    schemas: HashMap<SchemaId, Result<Arc<F::Schema>, String>>,
+    schemas: SchemaCache<F::Schema>,
 }
 
 /// What a key format's schema is; [`RegistryFormat`]'s for Avro and Protobuf.
@@ -152,46 +150,14 @@ impl<F: RegistryFormat> KeySchema for F {
 
 impl<F: KeySchema> Framed<F> {
     fn new(registry: &RegistryClient) -> Self {
-        Framed { registry: registry.clone(), limits: DecodeLimits::default(), schemas: HashMap::new() }
-    }
-
-    /// The schema ids of `keys` not seen yet, each once.
-    fn missing<'a>(&self, keys: impl IntoIterator<Item = Option<&'a [u8]>>) -> Vec<SchemaId> {
-        let mut ids = Vec::new();
-        for framed in keys.into_iter().flatten().filter_map(|bytes| split(bytes).ok()) {
-            if !self.schemas.contains_key(&framed.schema_id) && !ids.contains(&framed.schema_id) {
-                ids.push(framed.schema_id);
-            }
-        }
-        ids
-    }
-
-    /// Keeps what the registry said of `id`; fails only for a registry that cannot answer.
-    fn insert(&mut self, id: SchemaId, fetched: Result<Arc<F::Schema>, RegistryError>) -> Result<(), RegistryError> {
-        let known = match fetched {
-            Ok(schema) => Ok(schema),
-            Err(error) => Err(record_problem(error)?),
-        };
-        self.schemas.insert(id, known);
-        Ok(())
-    }
-
-    fn schema(&self, id: SchemaId) -> Result<&Arc<F::Schema>, RowErrorKind> {
-        match self.schemas.get(&id) {
-            Some(Ok(schema)) => Ok(schema),
-            Some(Err(reason)) => Err(RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: reason.clone() }),
-            None => Err(RowErrorKind::SchemaUnavailable {
-                schema_id: id.0,
-                reason: "it was not fetched before decoding (a bug in Sluice)".into(),
-            }),
-        }
+        Framed { registry: registry.clone(), limits: DecodeLimits::default(), schemas: SchemaCache::default() }
     }
 }
 
 impl<F: RegistryFormat> Framed<F> {
     fn whole(&self, bytes: &[u8]) -> Result<Json, RowErrorKind> {
         let framed = split(bytes).map_err(RowErrorKind::NotFramed)?;
-        let schema = self.schema(framed.schema_id)?;
+        let schema = self.schemas.get(framed.schema_id)?;
         let (message, encoded) = F::message(schema, framed.schema_id, framed.payload)?;
         F::whole(schema, framed.schema_id, message, encoded, self.limits)
     }
@@ -235,6 +201,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::Incarnation;
     use crate::registry::avro::Schema as AvroSchema;
+    use crate::registry::framing::SchemaId;
     use crate::rows::{RecordRef, RowDecoder};
 
     fn record<'a>(key: Option<&'a [u8]>, value: Option<&'a [u8]>) -> RecordRef<'a> {
@@ -353,9 +320,9 @@ mod tests {
             r#"{"type":"record","name":"k","fields":[{"name":"id","type":"long"},{"name":"on","type":{"type":"int","logicalType":"date"}}]}"#,
         )
         .unwrap();
-        framed.schemas.insert(SchemaId(1), Ok(Arc::new(record)));
-        framed.schemas.insert(SchemaId(2), Ok(Arc::new(AvroSchema::parse(r#""string""#).unwrap())));
-        framed.schemas.insert(SchemaId(3), Err("not Avro".into()));
+        framed.schemas.known.insert(SchemaId(1), Ok(Arc::new(record)));
+        framed.schemas.known.insert(SchemaId(2), Ok(Arc::new(AvroSchema::parse(r#""string""#).unwrap())));
+        framed.schemas.known.insert(SchemaId(3), Err("not Avro".into()));
         let keys = KeyDecoder::Avro(framed);
         let mut out = Vec::new();
         // id 14 (zigzag 28), date 1 (zigzag 2).

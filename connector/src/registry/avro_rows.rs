@@ -396,7 +396,7 @@ mod tests {
 
     /// Registers `text` under `id` as if `prepare` had fetched it.
     fn known(decoder: &mut AvroRowDecoder, id: u32, text: &str) {
-        decoder.schemas.insert(SchemaId(id), Ok(Arc::new(AvroSchema::parse(text).unwrap())));
+        decoder.schemas.known.insert(SchemaId(id), Ok(Arc::new(AvroSchema::parse(text).unwrap())));
     }
 
     fn framed(id: u32, datum: &[u8]) -> Vec<u8> {
@@ -453,7 +453,7 @@ mod tests {
     fn unframed_unknown_and_broken_records_are_row_errors() {
         let mut decoder = new_decoder();
         known(&mut decoder, 1, V1);
-        decoder.schemas.insert(SchemaId(9), Err("404 Not Found".into()));
+        decoder.schemas.known.insert(SchemaId(9), Err("404 Not Found".into()));
         let error = decode_at(&mut decoder, 5, Some(br#"{"n":1}"#)).unwrap_err();
         assert!(matches!(error.kind, RowErrorKind::NotFramed(_)), "{error}");
         assert!(error.to_string().contains("offset 5") && error.to_string().contains("0x7b"), "{error}");

@@ -117,6 +117,61 @@ pub trait RegistryFormat {
 
 type Columns = Result<Arc<Vec<PayloadColumn>>, ColumnError>;
 
+/// The schemas of the ids a run has met, each fetched once before the records naming it are
+/// decoded (see the module docs): the schema, or why records naming it cannot be decoded. Shared
+/// by the registry formats' row decoders and the key decoders (`crate::keys`).
+#[derive(Debug)]
+pub struct SchemaCache<S> {
+    pub(crate) known: HashMap<SchemaId, Result<Arc<S>, String>>,
+}
+
+impl<S> Default for SchemaCache<S> {
+    fn default() -> Self {
+        SchemaCache { known: HashMap::new() }
+    }
+}
+
+impl<S> SchemaCache<S> {
+    /// Whether `id` was fetched (its schema, or why not, is known).
+    pub fn contains(&self, id: SchemaId) -> bool {
+        self.known.contains_key(&id)
+    }
+
+    /// The schema ids of the framed `values` not fetched yet, each once, in order.
+    pub fn missing<'a>(&self, values: impl IntoIterator<Item = Option<&'a [u8]>>) -> Vec<SchemaId> {
+        let mut ids = Vec::new();
+        for framed in values.into_iter().flatten().filter_map(|bytes| split(bytes).ok()) {
+            if !self.contains(framed.schema_id) && !ids.contains(&framed.schema_id) {
+                ids.push(framed.schema_id);
+            }
+        }
+        ids
+    }
+
+    /// Keeps what the registry said of `id`; fails only for a registry that could not answer.
+    pub fn insert(&mut self, id: SchemaId, fetched: Result<Arc<S>, RegistryError>) -> Result<(), RegistryError> {
+        let known = match fetched {
+            Ok(schema) => Ok(schema),
+            Err(error) => Err(record_problem(error)?),
+        };
+        self.known.insert(id, known);
+        Ok(())
+    }
+
+    /// The schema of `id`, or the row error of a record naming it.
+    pub fn get(&self, id: SchemaId) -> Result<&Arc<S>, RowErrorKind> {
+        match self.known.get(&id) {
+            Some(Ok(schema)) => Ok(schema),
+            Some(Err(reason)) => Err(RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: reason.clone() }),
+            // `prepare` saw every value of the batch.
+            None => Err(RowErrorKind::SchemaUnavailable {
+                schema_id: id.0,
+                reason: "it was not fetched before decoding (a bug in Sluice)".into(),
+            }),
+        }
+    }
+}
+
 /// Decodes the framed records of one topic in one run.
 #[derive(Debug)]
 pub struct FramedRowDecoder<F: RegistryFormat> {
@@ -125,8 +180,8 @@ pub struct FramedRowDecoder<F: RegistryFormat> {
     value_subject: String,
     registry: RegistryClient,
     limits: DecodeLimits,
-    /// Every schema id seen in this run: the schema, or why records naming it cannot be decoded.
-    pub(super) schemas: HashMap<SchemaId, Result<Arc<F::Schema>, String>>,
+    /// Every schema id seen in this run.
+    pub(super) schemas: SchemaCache<F::Schema>,
     /// The columns of each (schema id, message) met, computed on first use.
     columns: HashMap<(SchemaId, F::Message), Columns>,
     /// The latest schema of `value_subject`, fetched only for a tombstone read first.
@@ -166,7 +221,7 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
             value_subject: value_subject.into(),
             registry,
             limits: DecodeLimits::default(),
-            schemas: HashMap::new(),
+            schemas: SchemaCache::default(),
             columns: HashMap::new(),
             subject: None,
             subject_message: None,
@@ -193,7 +248,7 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
     ) -> Self {
         let registry = RegistryClient::new(super::client::RegistrySettings::new("http://127.0.0.1:9"));
         let mut decoder = FramedRowDecoder::new(topic, incarnation, "no-subject", registry);
-        decoder.schemas.insert(id, Ok(Arc::new(schema)));
+        decoder.schemas.known.insert(id, Ok(Arc::new(schema)));
         decoder
     }
 
@@ -218,7 +273,7 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
                 Some(bytes) => {
                     if let Ok(framed) = split(bytes) {
                         framed_seen = true;
-                        if !self.schemas.contains_key(&framed.schema_id) && !ids.contains(&framed.schema_id) {
+                        if !self.schemas.contains(framed.schema_id) && !ids.contains(&framed.schema_id) {
                             ids.push(framed.schema_id);
                         }
                     }
@@ -226,11 +281,8 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
             }
         }
         for id in ids {
-            let known = match F::fetch(&self.registry, id).await {
-                Ok(schema) => Ok(schema),
-                Err(error) => Err(record_problem(error)?),
-            };
-            self.schemas.insert(id, known);
+            let fetched = F::fetch(&self.registry, id).await;
+            self.schemas.insert(id, fetched)?;
         }
         if tombstone_first && self.subject.is_none() {
             let known = match F::fetch_latest(&self.registry, &self.value_subject).await {
@@ -255,24 +307,7 @@ impl<F: RegistryFormat> FramedRowDecoder<F> {
         };
         let framed = split(value).map_err(|e| self.error(record, RowErrorKind::NotFramed(e)))?;
         let id = framed.schema_id;
-        let schema = match self.schemas.get(&id) {
-            Some(Ok(schema)) => schema.clone(),
-            Some(Err(reason)) => {
-                return Err(
-                    self.error(record, RowErrorKind::SchemaUnavailable { schema_id: id.0, reason: reason.clone() })
-                )
-            }
-            // `prepare` saw every value of the batch.
-            None => {
-                return Err(self.error(
-                    record,
-                    RowErrorKind::SchemaUnavailable {
-                        schema_id: id.0,
-                        reason: "it was not fetched before decoding (a bug in Sluice)".into(),
-                    },
-                ))
-            }
-        };
+        let schema = self.schemas.get(id).map_err(|kind| self.error(record, kind))?.clone();
         let (message, encoded) = F::message(&schema, id, framed.payload).map_err(|kind| self.error(record, kind))?;
         let key = (id, message);
         let record_columns = self.columns.entry(key).or_insert_with(|| F::columns(&schema, message).map(Arc::new));

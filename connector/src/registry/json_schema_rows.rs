@@ -11,12 +11,11 @@
 //! without the framing. The payload is not validated against the schema (Confluent's
 //! deserializer does not either unless told to): the columns are what the JSON holds.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::client::{RegistryClient, RegistryError};
-use super::framed_rows::record_problem;
-use super::framing::{split, SchemaId};
+use super::framed_rows::SchemaCache;
+use super::framing::split;
 use crate::checkpoint::Incarnation;
 use crate::row_lines::RowLines;
 use crate::rows::{RecordRef, RowDecoder, RowError, RowErrorKind, Schema};
@@ -27,7 +26,7 @@ pub struct JsonSchemaRowDecoder {
     topic: String,
     registry: RegistryClient,
     /// Every schema id seen in this run: a JSON Schema, or why records naming it cannot be rows.
-    schemas: HashMap<SchemaId, Result<(), String>>,
+    schemas: SchemaCache<()>,
     json: RowDecoder,
 }
 
@@ -38,7 +37,7 @@ impl JsonSchemaRowDecoder {
             json: RowDecoder::new(topic.clone(), incarnation),
             topic,
             registry,
-            schemas: HashMap::new(),
+            schemas: SchemaCache::default(),
         }
     }
 
@@ -53,18 +52,9 @@ impl JsonSchemaRowDecoder {
         &mut self,
         values: impl IntoIterator<Item = Option<&'a [u8]>>,
     ) -> Result<(), RegistryError> {
-        let mut ids = Vec::new();
-        for framed in values.into_iter().flatten().filter_map(|bytes| split(bytes).ok()) {
-            if !self.schemas.contains_key(&framed.schema_id) && !ids.contains(&framed.schema_id) {
-                ids.push(framed.schema_id);
-            }
-        }
-        for id in ids {
-            let known = match self.registry.json_schema(id).await {
-                Ok(()) => Ok(()),
-                Err(error) => Err(record_problem(error)?),
-            };
-            self.schemas.insert(id, known);
+        for id in self.schemas.missing(values) {
+            let fetched = self.registry.json_schema(id).await.map(Arc::new);
+            self.schemas.insert(id, fetched)?;
         }
         Ok(())
     }
@@ -78,15 +68,7 @@ impl JsonSchemaRowDecoder {
         };
         let framed = split(value).map_err(|e| self.error(record, RowErrorKind::NotFramed(e)))?;
         let id = framed.schema_id;
-        let reason = match self.schemas.get(&id) {
-            Some(Ok(())) => None,
-            Some(Err(reason)) => Some(reason.clone()),
-            // `prepare` saw every value of the batch.
-            None => Some("it was not looked up before decoding (a bug in Sluice)".to_string()),
-        };
-        if let Some(reason) = reason {
-            return Err(self.error(record, RowErrorKind::SchemaUnavailable { schema_id: id.0, reason }));
-        }
+        self.schemas.get(id).map_err(|kind| self.error(record, kind))?;
         let payload = RecordRef { value: Some(framed.payload), ..*record };
         self.json.decode_into(&payload, lines).map(|_| ())
     }
