@@ -15,7 +15,8 @@ since GroupMember has no shutdown hook, so the group would see what it sees afte
 
 Each trial: a 12-partition topic (created if missing) with ChaosProducer writing all the time
 (transactions of 10 records over the partitions, ~20 ms apart: a record about every 40-80 ms per
-partition); 3 members started together with a fresh group (Java: one group per case and stop,
+partition); 3 members started together (or, with --stagger-ms S, each at a random moment in
+the first S ms) with a fresh group (Java: one group per case and stop,
 reused across runs, so that a run starts from the previous run's commits and not from the log
 start); wait until all 12 partitions are owned by the 3 members, the ownership has not changed
 for 3 s and every partition made progress in the last 2 s; wait a random 0.3-1.3 s (so that the
@@ -329,6 +330,20 @@ def baseline_gap(times, start, end):
     return max([b - a for a, b in zip(inside, inside[1:])] or [end - start])
 
 
+def start_delays(stagger_ms):
+    """The pauses before starting each of the 3 members: with --stagger-ms S, the members start
+    at independent random moments in [0, S) ms, so that their heartbeats are at independent
+    phases (as members started on different hosts at different times are). Without it they start
+    together: `sluice` processes then heartbeat within a few ms of each other for the whole
+    trial, while the JVMs' start-up spreads the Java members by tens to hundreds of ms, and with
+    KIP-848 (survivors learn of freed partitions at their next heartbeat) the first survivor to
+    learn is then no sooner than the last."""
+    if not stagger_ms:
+        return [0.0, 0.0, 0.0]
+    at = sorted(random.uniform(0, stagger_ms / 1000) for _ in range(3))
+    return [b - a for a, b in zip([0.0] + at[:-1], at)]
+
+
 def trial(args, case, stop, run, workroot):
     system, protocol = case.split("-")
     victim_index = run % 3
@@ -349,11 +364,13 @@ def trial(args, case, stop, run, workroot):
             with open(cpath, "w") as f:
                 json.dump(config, f)
             observer = SluiceObserver(dest, args.topic, args.partitions, args.poll_ms)
-            for i in range(3):
+            for i, delay in enumerate(start_delays(args.stagger_ms)):
+                time.sleep(delay)
                 members.append(SluiceWorker(args.sluice, cpath, dest, os.path.join(tdir, f"w{i}.log")))
         else:
             group = f"gb-pause-{case}-{stop}-{os.getpid()}"
-            for i in range(3):
+            for i, delay in enumerate(start_delays(args.stagger_ms)):
+                time.sleep(delay)
                 members.append(JavaMember(args.bootstrap, args.topic, group, protocol, os.path.join(tdir, f"m{i}.err")))
         owners = wait_stable(system, members, observer, args.partitions, 120)
         if owners is None:
@@ -540,6 +557,8 @@ def main():
     ap.add_argument("--cases", default="sluice-classic,sluice-consumer,java-classic,java-consumer")
     ap.add_argument("--stops", default="kill,term")
     ap.add_argument("--poll-ms", type=int, default=25)
+    ap.add_argument("--stagger-ms", dest="stagger_ms", type=int, default=0,
+                    help="start the 3 members at independent random moments within this many ms (both systems)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the moved partitions")
     ap.add_argument("--out", default=None, help="markdown file for the table and every run")
     ap.add_argument("--keep", action="store_true", help="keep the trial directories (logs, destinations)")

@@ -187,7 +187,10 @@ def run_once(args, workers, run, ends, starts):
     cpath = os.path.join(tdir, "config.json")
     with open(cpath, "w") as f:
         json.dump(config, f)
-    pdir = os.path.join(dest, "_sluice", "partitions", args.topic)
+    # --separate-dests: worker i writes dest/w<i> (its own directory and topic lock), and a
+    # partition's position is the furthest certified in any of them.
+    dests = [os.path.join(dest, f"w{i}") for i in range(workers)] if args.separate_dests else [dest] * workers
+    pdirs = sorted({os.path.join(d, "_sluice", "partitions", args.topic) for d in dests})
     total = sum(ends[p] - starts.get(p, 0) for p in ends)
     bpid = broker_pid()
     b0 = proc_cpu(bpid)
@@ -198,7 +201,8 @@ def run_once(args, workers, run, ends, starts):
     for i in range(workers):
         tv = os.path.join(tdir, f"w{i}.time")
         err = open(os.path.join(tdir, f"w{i}.log"), "w")
-        command = ["/usr/bin/time", "-v", "-o", tv, args.sluice, "read", "--config", cpath, "--dest", dest,
+        os.makedirs(dests[i], exist_ok=True)
+        command = ["/usr/bin/time", "-v", "-o", tv, args.sluice, "read", "--config", cpath, "--dest", dests[i],
                    "--mode", "continuous"]
         if args.cpu_quota:
             # The shell joins worker i's cgroup before it execs, so time and sluice start inside it.
@@ -210,7 +214,10 @@ def run_once(args, workers, run, ends, starts):
     deadline = t0 + args.timeout
     while time.monotonic() < deadline:
         time.sleep(0.05)
-        cert = certified(pdir, ends)
+        cert = {}
+        for pdir in pdirs:
+            for p, n in certified(pdir, ends).items():
+                cert[p] = max(n, cert.get(p, n))
         t = time.monotonic()
         if first_progress is None and any(cert.get(p, 0) > starts.get(p, 0) for p in ends):
             first_progress = t
@@ -264,8 +271,9 @@ def run_once(args, workers, run, ends, starts):
         "broker_cpu_s": round((b1 - b0) / TICK, 2),
         "disk_written_mib": round((d1 - d0) * 512 / 2**20),
         "loadavg_1m_end": os.getloadavg()[0],
-        "dest_mib": round(sum(os.path.getsize(f) for f in glob.glob(os.path.join(dest, args.topic, "segments", "*")))
-                          / 2**20),
+        "dest_mib": round(sum(os.path.getsize(f) for d in sorted(set(dests))
+                              for f in glob.glob(os.path.join(d, args.topic, "segments", "*"))) / 2**20),
+        "separate_dests": bool(args.separate_dests),
     }
     if args.keep:
         log(f"kept {dest} and {tdir}")
@@ -330,6 +338,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=None, help="markdown file for the table and every run")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--separate-dests", dest="separate_dests", action="store_true",
+                    help="each worker its own destination directory (an experiment: no shared topic lock; a "
+                         "partition moved while the group settles is read again from the start by its new owner)")
     ap.add_argument("--cpu-quota", dest="cpu_quota", type=float, default=None,
                     help="limit each worker to this many CPUs (its own cgroup, v1 cpu controller, needs root): "
                          "workers as containers with a CPU limit, so that N of them are not N processes "

@@ -67,7 +67,11 @@ TV1_BOOTSTRAP="$HOST:19492"
 CLUSTER_BOOTSTRAP="$HOST:19192,$HOST:29192,$HOST:39192"
 START_TIMEOUT="${SLUICE_BROKER_START_TIMEOUT:-90}"   # seconds until the broker(s) must answer metadata
 STOP_TIMEOUT="${SLUICE_BROKER_STOP_TIMEOUT:-30}"     # seconds between SIGTERM and SIGKILL
-BROKER_JVM_OPTS=(-Xms256m -Xmx512m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true)
+# SLUICE_BROKER_HEAP: the brokers' maximum heap (512m; bench/idle_partitions.py's 10,000
+# partitions need more: 2g).
+BROKER_HEAP="${SLUICE_BROKER_HEAP:-512m}"
+[[ "$BROKER_HEAP" =~ ^[0-9]+[mg]$ ]] || { echo "broker.sh: error: SLUICE_BROKER_HEAP must look like 512m or 2g (got '$BROKER_HEAP')" >&2; exit 1; }
+BROKER_JVM_OPTS=(-Xms256m "-Xmx$BROKER_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true)
 
 say() { echo "broker.sh: $*" >&2; }
 die() { say "error: $*"; exit 1; }

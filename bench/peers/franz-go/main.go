@@ -6,6 +6,7 @@
 //	bench-peer-franz-go produce BOOTSTRAP TOPIC COUNT SIZE CODEC all|leader LINGER_MS [RATE]
 //
 // The produce mode (the producer benchmark, bench/producer.py) is in produce.go.
+// BENCH_IDLE=1: after the summary line, go on polling until killed (bench/idle_partitions.py).
 package main
 
 import (
@@ -73,4 +74,16 @@ func main() {
 	}
 	elapsed := time.Since(started).Seconds()
 	fmt.Printf("RESULT records=%d bytes=%d elapsed_s=%.6f first_s=%.6f\n", records, bytes, elapsed, first)
+	// The idle-partitions benchmark (bench/idle_partitions.py): caught up, go on polling the
+	// (idle) partitions until killed.
+	if os.Getenv("BENCH_IDLE") != "" {
+		os.Stdout.Sync()
+		for {
+			fetches := client.PollFetches(context.Background())
+			fetches.EachError(func(t string, p int32, err error) {
+				fmt.Fprintf(os.Stderr, "bench-peer-franz-go: %s-%d: %v\n", t, p, err)
+				os.Exit(1)
+			})
+		}
+	}
 }

@@ -6,6 +6,7 @@
 //! `bench-peer-rdkafka BOOTSTRAP TOPIC PARTITIONS RECORDS [name=value ...]`
 //!
 //! `BENCH_RDKAFKA_DEBUG=fetch,consumer,...` turns on librdkafka's debug log (to stderr).
+//! `BENCH_IDLE=1`: after the summary line, go on polling until killed (bench/idle_partitions.py).
 
 use std::time::{Duration, Instant};
 
@@ -85,4 +86,16 @@ fn main() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("RESULT records={records} bytes={bytes} elapsed_s={elapsed:.6} first_s={first:.6}");
+    // The idle-partitions benchmark (bench/idle_partitions.py): caught up, go on polling the
+    // (idle) partitions until killed.
+    if std::env::var_os("BENCH_IDLE").is_some() {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        loop {
+            if let Some(Err(error)) = consumer.poll(Duration::from_secs(1)) {
+                eprintln!("bench-peer-rdkafka: {error}");
+                std::process::exit(1);
+            }
+        }
+    }
 }

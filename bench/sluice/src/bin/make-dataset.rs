@@ -7,7 +7,8 @@
 //! (VALUE_KIND: text100 | text1k | json200; CODEC: none | gzip | snappy | lz4 | zstd)
 //!
 //! Idempotent: when the topic already has PARTITIONS partitions holding exactly RECORDS / PARTITIONS
-//! records each, it prints `kept` and writes nothing; otherwise it deletes the topic (if any),
+//! records each, it prints `kept` and writes nothing; when some hold that many and the others
+//! none (a run cut off), it writes the empty ones; otherwise it deletes the topic (if any),
 //! creates it (retention off) and writes it.
 
 use std::time::{Duration, Instant};
@@ -66,22 +67,44 @@ async fn make(bootstrap: &str, dataset: Dataset) -> Result<(), Box<dyn std::erro
     let topic = dataset.topic.clone();
     let metadata = client.refresh_metadata(Some(std::slice::from_ref(&topic))).await?;
     let exists = metadata.topic(&topic).is_some_and(|info| info.error_code.is_ok() && !info.partitions.is_empty());
+    let mut todo: Vec<i32> = (0..dataset.partitions).collect();
+    let mut fresh = true;
     if exists {
         let partitions = metadata.topic(&topic).map_or(0, |info| info.partitions.len()) as i32;
-        if partitions == dataset.partitions && holds(&client, &topic, partitions, per_partition).await? {
-            println!("kept {topic}: {} records already there", dataset.records);
-            return Ok(());
+        let ends = if partitions == dataset.partitions { ends(&client, &topic, partitions).await? } else { None };
+        match ends {
+            Some(ends) if ends.iter().all(|&end| end == per_partition as i64) => {
+                println!("kept {topic}: {} records already there", dataset.records);
+                return Ok(());
+            }
+            // An earlier run cut off between partitions: write only the empty ones.
+            Some(ends) if ends.iter().all(|&end| end == 0 || end == per_partition as i64) => {
+                todo.retain(|&p| ends[p as usize] == 0);
+                fresh = false;
+                println!("completing {topic}: {} empty partitions", todo.len());
+            }
+            _ => {
+                println!("recreating {topic} (it does not hold exactly the dataset)");
+                client.delete_topics(&[&topic]).await?;
+            }
         }
-        println!("recreating {topic} (it does not hold exactly the dataset)");
-        client.delete_topics(&[&topic]).await?;
     }
-    create(&client, &topic, dataset.partitions).await?;
+    if fresh {
+        create(&client, &topic, dataset.partitions).await?;
+    }
 
     let started = Instant::now();
+    // At most 256 partitions written at a time (10,000 at once overwhelm a one-node broker).
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(256));
     let mut tasks = Vec::new();
-    for partition in 0..dataset.partitions {
-        let (client, dataset) = (client.clone(), dataset.clone());
-        tasks.push(tokio::spawn(async move { write_partition(&client, &dataset, partition, per_partition).await }));
+    for partition in todo {
+        let (client, dataset, permits) = (client.clone(), dataset.clone(), permits.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = permits.acquire().await.map_err(|_| ClientError::InvalidArgument {
+                message: "the write limiter closed".to_string(),
+            })?;
+            write_partition(&client, &dataset, partition, per_partition).await
+        }));
     }
     let mut wire_bytes = 0;
     for task in tasks {
@@ -99,13 +122,24 @@ async fn make(bootstrap: &str, dataset: Dataset) -> Result<(), Box<dyn std::erro
     Ok(())
 }
 
-/// Creates the topic, waiting out a deletion that is still going on.
+/// Creates the topic, waiting out a deletion that is still going on. KRaft refuses one request
+/// of more than 10,000 records ("excessively large batch operation"), so a topic of more than
+/// 5,000 partitions is created with 5,000 and grown in steps of 5,000.
 async fn create(client: &Client, topic: &str, partitions: i32) -> Result<(), ClientError> {
-    let new = NewTopic::new(topic, partitions, 1).config("retention.ms", "-1").config("retention.bytes", "-1");
+    const STEP: i32 = 5_000;
+    let new =
+        NewTopic::new(topic, partitions.min(STEP), 1).config("retention.ms", "-1").config("retention.bytes", "-1");
     let mut attempt = 0;
     loop {
         match client.create_topic(&new).await {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                let mut count = partitions.min(STEP);
+                while count < partitions {
+                    count = (count + STEP).min(partitions);
+                    client.create_partitions(topic, count).await?;
+                }
+                return Ok(());
+            }
             Err(error) if attempt < 60 && error.to_string().contains("TOPIC_ALREADY_EXISTS") => {
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -116,6 +150,17 @@ async fn create(client: &Client, topic: &str, partitions: i32) -> Result<(), Cli
 }
 
 /// True when every partition starts at 0 and ends at exactly `per_partition`.
+/// Every partition's end offset when every one starts at 0, else `None`.
+async fn ends(client: &Client, topic: &str, partitions: i32) -> Result<Option<Vec<i64>>, ClientError> {
+    let tps: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
+    let start = client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await?;
+    let end = client.list_offsets(&tps, OffsetSpec::Latest, IsolationLevel::ReadUncommitted).await?;
+    if tps.iter().any(|tp| start[tp].offset != 0) {
+        return Ok(None);
+    }
+    Ok(Some(tps.iter().map(|tp| end[tp].offset).collect()))
+}
+
 async fn holds(client: &Client, topic: &str, partitions: i32, per_partition: u64) -> Result<bool, ClientError> {
     let tps: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
     let start = client.list_offsets(&tps, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted).await?;

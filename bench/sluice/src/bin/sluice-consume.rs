@@ -6,6 +6,9 @@
 //!
 //! The runtime is tokio's multi-thread one with 2 workers, as in the `sluice` binary;
 //! `current-thread` runs everything on one thread instead.
+//!
+//! `BENCH_IDLE=1`: after the summary line, go on polling the (idle) partitions until killed
+//! (bench/idle_partitions.py).
 
 use std::time::Instant;
 
@@ -70,5 +73,14 @@ async fn consume(
             return Err(format!("only {records} of {wanted} records after 600 s").into());
         }
     }
-    Ok(summary_line(records, bytes, started.elapsed().as_secs_f64(), first))
+    let line = summary_line(records, bytes, started.elapsed().as_secs_f64(), first);
+    if std::env::var_os("BENCH_IDLE").is_some() {
+        use std::io::Write;
+        println!("{line}");
+        std::io::stdout().flush()?;
+        loop {
+            consumer.poll().await?;
+        }
+    }
+    Ok(line)
 }
