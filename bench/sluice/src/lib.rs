@@ -74,7 +74,11 @@ fn nested_event(rng: &mut SplitMix64, id: u64, out: &mut Vec<u8>) {
     let (comma, colon) = if python { (", ", ": ") } else { (",", ":") };
     let city = [r"Z\u00fcrich", r"S\u00e3o Paulo", r"Krak\u00f3w", "Oslo"][rng.next() as usize % 4];
     let raw_city = ["Zürich", "São Paulo", "Kraków", "Oslo"][rng.next() as usize % 4];
-    let _ = write!(out, "{{\"id\"{colon}{id}{comma}\"user\"{colon}{{\"name\"{colon}\"user-{:05}\"{comma}", rng.next() % 50_000);
+    let _ = write!(
+        out,
+        "{{\"id\"{colon}{id}{comma}\"user\"{colon}{{\"name\"{colon}\"user-{:05}\"{comma}",
+        rng.next() % 50_000
+    );
     let _ = write!(out, "\"tags\"{colon}[\"vip\"{comma}\"beta-{}\"]{comma}", rng.next() % 9);
     let _ = write!(out, "\"address\"{colon}{{\"city\"{colon}\"{}\"{comma}", if python { city } else { raw_city });
     let _ = write!(out, "\"zip\"{colon}\"{:05}\"}}}}{comma}", rng.next() % 99_999);

@@ -14,8 +14,8 @@
 use std::time::{Duration, Instant};
 
 use sluice_bench::ValueKind;
-use sluice_wire::{Compression, NewTopic, ProduceRecord};
 use sluice_wire::{Client, ClientConfig, ClientError, IsolationLevel, OffsetSpec, TopicPartition};
+use sluice_wire::{Compression, NewTopic, ProduceRecord};
 
 const BASE_TIMESTAMP: i64 = 1_700_000_000_000;
 
@@ -100,9 +100,10 @@ async fn make(bootstrap: &str, dataset: Dataset) -> Result<(), Box<dyn std::erro
     for partition in todo {
         let (client, dataset, permits) = (client.clone(), dataset.clone(), permits.clone());
         tasks.push(tokio::spawn(async move {
-            let _permit = permits.acquire().await.map_err(|_| ClientError::InvalidArgument {
-                message: "the write limiter closed".to_string(),
-            })?;
+            let _permit = permits
+                .acquire()
+                .await
+                .map_err(|_| ClientError::InvalidArgument { message: "the write limiter closed".to_string() })?;
             write_partition(&client, &dataset, partition, per_partition).await
         }));
     }
