@@ -474,21 +474,21 @@ pub fn fetch_state(data: &[u8]) {
                     let named = plan.request.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t, p)));
                     for (topic, partition) in named {
                         let tp = TopicPartition::new(topic.name.clone(), partition.partition);
-                        assert_eq!(plan.offsets.get(&tp), Some(&partition.fetch_offset), "{tp} named off its plan");
+                        assert_eq!(plan.partitions.get(&tp).map(|p| p.offset), Some(partition.fetch_offset), "{tp} named off its plan");
                     }
                     for topic in &plan.request.forgotten {
                         for partition in &topic.partitions {
                             let tp = TopicPartition::new(topic.name.clone(), *partition);
-                            assert!(!plan.offsets.contains_key(&tp), "{tp} both fetched and forgotten");
+                            assert!(!plan.partitions.contains_key(&tp), "{tp} both fetched and forgotten");
                         }
                     }
                     if plan.request.session_epoch <= 0 {
                         assert!(plan.request.forgotten.is_empty(), "a full fetch forgets nothing");
                         let named: usize = plan.request.topics.iter().map(|t| t.partitions.len()).sum();
-                        assert_eq!(named, plan.offsets.len(), "a full fetch names every partition");
+                        assert_eq!(named, plan.partitions.len(), "a full fetch names every partition");
                     }
-                    for (tp, offset) in &plan.offsets {
-                        assert_eq!(state.position(tp), Some(*offset), "plans at the position");
+                    for (tp, planned) in &plan.partitions {
+                        assert_eq!(state.position(tp), Some(planned.offset), "plans at the position");
                         assert_eq!(metadata.leader(tp), Some(plan.leader), "sent to the leader");
                         assert!(!in_flight.contains_key(tp), "{tp} is in two outstanding fetches");
                         in_flight.insert(tp.clone(), next_plan);
@@ -529,7 +529,7 @@ pub fn fetch_state(data: &[u8]) {
 }
 
 fn synthesized_response(plan: &PlannedFetch, input: &mut Input) -> FetchResponse {
-    let tps: Vec<&TopicPartition> = plan.offsets.keys().collect();
+    let tps: Vec<&TopicPartition> = plan.partitions.keys().collect();
     let tp = tps[usize::from(input.byte()) % tps.len()];
     let by_id = input.byte() & 1 == 1;
     let topic_id = plan.names.iter().find(|(_, name)| **name == tp.topic).map_or(TopicId::ZERO, |(id, _)| *id);
@@ -586,14 +586,14 @@ fn synthesized_response(plan: &PlannedFetch, input: &mut Input) -> FetchResponse
 
 fn apply(state: &mut FetchState, plan: &PlannedFetch, response: FetchResponse) {
     let before: BTreeMap<TopicPartition, Option<i64>> =
-        plan.offsets.keys().map(|tp| (tp.clone(), state.position(tp))).collect();
+        plan.partitions.keys().map(|tp| (tp.clone(), state.position(tp))).collect();
     let outcome = state.handle_response(plan, response);
     for (tp, position) in before {
         let after = state.position(&tp);
         assert!(after >= position, "{tp} moved backwards: {position:?} -> {after:?}");
     }
     for batch in &outcome.batches {
-        let fetched_at = plan.offsets[&batch.topic_partition];
+        let fetched_at = plan.partitions[&batch.topic_partition].offset;
         assert!(batch.next_offset > fetched_at, "a batch moves the position forward");
         assert_eq!(state.position(&batch.topic_partition), Some(batch.next_offset));
         assert!(batch.records.iter().all(|r| r.offset >= fetched_at), "a record below the fetch offset");

@@ -189,7 +189,7 @@ fn requested(planned: &PlannedFetch) -> Vec<(String, i32, i64, i32, i32)> {
 }
 
 fn planned_partitions(plans: &[PlannedFetch]) -> BTreeSet<TopicPartition> {
-    plans.iter().flat_map(|planned| planned.offsets.keys().cloned()).collect()
+    plans.iter().flat_map(|planned| planned.partitions.keys().cloned()).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,9 +213,9 @@ fn plan_sends_one_request_per_leader_with_ids_and_epochs_from_metadata() {
 
     let by_leader: HashMap<i32, &PlannedFetch> = plans.iter().map(|planned| (planned.leader, planned)).collect();
     let leader1 = by_leader[&1];
-    assert_eq!(leader1.offsets, BTreeMap::from([(tp(ORDERS, 0), 10), (tp(ORDERS, 2), 12)]));
+    assert_eq!(leader1.offsets(), BTreeMap::from([(tp(ORDERS, 0), 10), (tp(ORDERS, 2), 12)]));
     let leader2 = by_leader[&2];
-    assert_eq!(leader2.offsets, BTreeMap::from([(tp(ORDERS, 1), 11), (tp(PAYMENTS, 0), 40)]));
+    assert_eq!(leader2.offsets(), BTreeMap::from([(tp(ORDERS, 1), 11), (tp(PAYMENTS, 0), 40)]));
 
     for planned in &plans {
         let request = &planned.request;
@@ -228,7 +228,7 @@ fn plan_sends_one_request_per_leader_with_ids_and_epochs_from_metadata() {
             for p in &topic.partitions {
                 let info = metadata.partition(&tp(&topic.name, p.partition)).unwrap();
                 assert_eq!(p.current_leader_epoch, info.leader_epoch, "{}-{} leader epoch", topic.name, p.partition);
-                assert_eq!(p.fetch_offset, planned.offsets[&tp(&topic.name, p.partition)]);
+                assert_eq!(p.fetch_offset, planned.offsets()[&tp(&topic.name, p.partition)]);
                 assert_eq!(p.last_fetched_epoch, -1, "nothing fetched yet");
                 assert_eq!(p.log_start_offset, -1, "a consumer sends -1");
             }
@@ -508,7 +508,7 @@ fn unknown_topic_id_in_response_is_ignored() {
     assert_eq!(state.position(&tp(ORDERS, 0)), Some(0));
     // The partition is free again: the next plan asks for it.
     let planned = plan_one(&mut state, &metadata);
-    assert_eq!(planned.offsets, BTreeMap::from([(tp(ORDERS, 0), 0)]));
+    assert_eq!(planned.offsets(), BTreeMap::from([(tp(ORDERS, 0), 0)]));
 
     // A partition nobody asked for, in a known topic, is ignored too.
     let outcome = state.handle_response(
@@ -562,7 +562,7 @@ fn old_response_does_not_free_a_partition_replanned_after_reassignment() {
     let first = plan_one(&mut state, &metadata);
     state.assign(tp(ORDERS, 0), 500);
     let second = plan_one(&mut state, &metadata); // the reassigned partition is fetched at 500
-    assert_eq!(second.offsets, BTreeMap::from([(tp(ORDERS, 0), 500)]));
+    assert_eq!(second.offsets(), BTreeMap::from([(tp(ORDERS, 0), 500)]));
     let _ = state.handle_response(&first, response(vec![named(ORDERS, vec![partition(0, None)])]));
     let (plans, _) = state.plan(&metadata, &never_busy);
     assert!(plans.is_empty(), "the fetch at 500 is still in flight, yet planned again: {plans:?}");
@@ -584,7 +584,7 @@ fn leadership_and_topic_id_errors_refresh_metadata_and_keep_position() {
         assert!(outcome.error.is_none(), "{code} is retried, not raised: {:?}", outcome.error);
         assert!(outcome.batches.is_empty());
         assert_eq!(state.position(&tp(ORDERS, 0)), Some(42), "{code}");
-        assert_eq!(plan_one(&mut state, &metadata).offsets[&tp(ORDERS, 0)], 42, "{code}: fetched again");
+        assert_eq!(plan_one(&mut state, &metadata).offsets()[&tp(ORDERS, 0)], 42, "{code}: fetched again");
     }
 }
 
@@ -601,7 +601,7 @@ fn unknown_leader_epoch_neither_refreshes_nor_raises() {
     assert!(!outcome.refresh_metadata);
     assert!(outcome.error.is_none());
     assert_eq!(state.position(&tp(ORDERS, 0)), Some(42));
-    assert_eq!(plan_one(&mut state, &metadata).offsets[&tp(ORDERS, 0)], 42);
+    assert_eq!(plan_one(&mut state, &metadata).offsets()[&tp(ORDERS, 0)], 42);
 }
 
 #[test]
@@ -786,7 +786,7 @@ fn top_level_error_reads_nothing_and_frees_partitions() {
             (other, _) => panic!("{code}: unexpected {other:?}"),
         }
         assert_eq!(state.position(&tp(ORDERS, 0)), Some(3));
-        assert_eq!(plan_one(&mut state, &metadata).offsets[&tp(ORDERS, 0)], 3, "{code}: partition freed");
+        assert_eq!(plan_one(&mut state, &metadata).offsets()[&tp(ORDERS, 0)], 3, "{code}: partition freed");
     }
 }
 
@@ -882,7 +882,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn scripted(planned: &PlannedFetch, answers: &[Answer], top_level: Option<i16>) -> FetchResponse {
     let mut by_topic: BTreeMap<String, Vec<PartitionData>> = BTreeMap::new();
-    for ((topic_partition, &offset), answer) in planned.offsets.iter().zip(answers.iter().cycle()) {
+    for ((topic_partition, offset), answer) in planned.offsets().into_iter().zip(answers.iter().cycle()) {
         let data = match answer {
             Answer::Records { skew, count, epoch } => partition(
                 topic_partition.partition,
@@ -957,7 +957,7 @@ proptest! {
                     prop_assert!(!missing);
                     for planned in &plans {
                         prop_assert!(!busy.contains(&planned.leader), "planned for a busy leader");
-                        for (tp, offset) in &planned.offsets {
+                        for (tp, offset) in &planned.offsets() {
                             prop_assert_eq!(Some(*offset), state.position(tp));
                         }
                     }
@@ -970,7 +970,7 @@ proptest! {
                     let planned = outstanding.remove(plan % outstanding.len());
                     let outcome = state.handle_response(&planned, scripted(&planned, &answers, top_level));
                     for batch in &outcome.batches {
-                        let fetched_at = planned.offsets[&batch.topic_partition];
+                        let fetched_at = planned.offsets()[&batch.topic_partition];
                         prop_assert!(batch.next_offset > fetched_at);
                         prop_assert_eq!(state.position(&batch.topic_partition), Some(batch.next_offset));
                         for record in &batch.records {
@@ -1104,7 +1104,7 @@ fn an_incremental_fetch_names_only_the_partitions_whose_position_moved() {
     assert_eq!(requested(&second), [(ORDERS.to_string(), 0, 3, 5, 5)], "only orders-0 moved");
     assert!(second.request.forgotten.is_empty());
     // Every partition of the session is in flight: the broker may answer any of them.
-    assert_eq!(second.offsets.len(), 4);
+    assert_eq!(second.offsets().len(), 4);
     assert!(plan_partitions_none(&mut state, &metadata), "nothing more to plan while the session fetch is out");
     // The broker answers for a partition the request did not name: its records apply.
     let outcome = state.handle_response(

@@ -152,19 +152,35 @@ pub struct PlannedFetch {
     pub leader_address: Option<String>,
     /// The request to send.
     pub request: FetchRequest,
-    /// Fetch offset of each partition in the request.
-    pub offsets: BTreeMap<TopicPartition, i64>,
-    /// Each partition's fetch generation when planned: a response or failure only applies to
-    /// (and only frees) a partition whose generation still matches, so an old fetch cannot free
-    /// a partition that was reassigned and planned again meanwhile.
-    pub generations: BTreeMap<TopicPartition, u64>,
+    /// Each partition of the fetch (in the request, or held by the leader's session).
+    pub partitions: BTreeMap<TopicPartition, Planned>,
     /// Topic names by id, to read v13+ responses that carry only ids.
     pub names: HashMap<TopicId, String>,
     /// How the request stands to the leader's fetch session.
     session: SessionPlan,
-    /// The fetch data of every partition of the plan: what the broker's session holds once it
-    /// accepted the request.
-    sent: BTreeMap<TopicPartition, SentPartition>,
+    /// What the request says about each partition it names: a full fetch names every
+    /// partition, an incremental one only those its session does not hold as they are now.
+    /// Applied to the session once the broker accepts the request, so that an idle fetch of
+    /// thousands of partitions keeps no second copy of the session's partitions while in flight.
+    sent: Vec<(TopicPartition, SentPartition)>,
+}
+
+impl PlannedFetch {
+    /// The fetch offset of each partition of the fetch.
+    pub fn offsets(&self) -> BTreeMap<TopicPartition, i64> {
+        self.partitions.iter().map(|(tp, planned)| (tp.clone(), planned.offset)).collect()
+    }
+}
+
+/// A partition of a [`PlannedFetch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Planned {
+    /// The fetch offset.
+    pub offset: i64,
+    /// The partition's fetch generation when planned: a response or failure only applies to
+    /// (and only frees) a partition whose generation still matches, so an old fetch cannot free
+    /// a partition that was reassigned and planned again meanwhile.
+    pub generation: u64,
 }
 
 /// How a planned fetch stands to its leader's session (KIP-227).
@@ -388,10 +404,9 @@ impl FetchState {
                 _ => None,
             };
             let mut topics: Vec<FetchTopic> = Vec::new();
-            let mut offsets = BTreeMap::new();
-            let mut generations = BTreeMap::new();
+            let mut planned = BTreeMap::new();
             let mut names = HashMap::new();
-            let mut sent = BTreeMap::new();
+            let mut sent = Vec::new();
             for tp in partitions {
                 let Some(state) = self.partitions.get_mut(&tp) else { continue };
                 let (topic_id, leader_epoch) = match metadata.topic(&tp.topic) {
@@ -401,7 +416,7 @@ impl FetchState {
                     ),
                     None => (TopicId::ZERO, -1),
                 };
-                names.insert(topic_id, tp.topic.clone());
+                names.entry(topic_id).or_insert_with(|| tp.topic.clone());
                 let partition = FetchPartition {
                     partition: tp.partition,
                     current_leader_epoch: leader_epoch,
@@ -418,17 +433,16 @@ impl FetchState {
                         Some(last) if last.name == tp.topic => last.partitions.push(partition),
                         _ => topics.push(FetchTopic { name: tp.topic.clone(), topic_id, partitions: vec![partition] }),
                     }
+                    sent.push((tp.clone(), data));
                 }
-                sent.insert(tp.clone(), data);
                 state.in_flight = true;
                 self.generations = self.generations.wrapping_add(1);
                 state.generation = self.generations;
-                generations.insert(tp.clone(), state.generation);
-                offsets.insert(tp, state.position);
+                planned.insert(tp, Planned { offset: state.position, generation: state.generation });
             }
             // The session's partitions that this fetch no longer wants.
             let mut forgotten: Vec<ForgottenTopic> = Vec::new();
-            for (tp, data) in in_session.into_iter().flatten().filter(|(tp, _)| !sent.contains_key(*tp)) {
+            for (tp, data) in in_session.into_iter().flatten().filter(|(tp, _)| !planned.contains_key(*tp)) {
                 match forgotten.last_mut() {
                     Some(last) if last.name == tp.topic => last.partitions.push(tp.partition),
                     _ => forgotten.push(ForgottenTopic {
@@ -456,7 +470,7 @@ impl FetchState {
                 rack_id: String::new(),
             };
             let leader_address = metadata.brokers.get(&leader).map(|broker| broker.address());
-            plans.push(PlannedFetch { leader, leader_address, request, offsets, generations, names, session, sent });
+            plans.push(PlannedFetch { leader, leader_address, request, partitions: planned, names, session, sent });
         }
         (plans, missing_leader)
     }
@@ -469,8 +483,8 @@ impl FetchState {
     }
 
     fn free(&mut self, planned: &PlannedFetch) {
-        for (tp, generation) in &planned.generations {
-            if let Some(state) = self.partitions.get_mut(tp).filter(|state| state.generation == *generation) {
+        for (tp, planned) in &planned.partitions {
+            if let Some(state) = self.partitions.get_mut(tp).filter(|state| state.generation == planned.generation) {
                 state.in_flight = false;
             }
         }
@@ -507,10 +521,9 @@ impl FetchState {
         match planned.session {
             SessionPlan::Off => {}
             SessionPlan::Open | SessionPlan::Close(_) if response.session_id > 0 => {
-                self.sessions.insert(
-                    leader,
-                    Session::Open { id: response.session_id, epoch: 1, partitions: planned.sent.clone() },
-                );
+                // A full fetch names every partition of the plan.
+                let partitions = planned.sent.iter().cloned().collect();
+                self.sessions.insert(leader, Session::Open { id: response.session_id, epoch: 1, partitions });
             }
             // No session (the broker's cache is full, or the old one is closed now): the next
             // fetch asks again.
@@ -518,8 +531,17 @@ impl FetchState {
                 self.sessions.remove(&leader);
             }
             SessionPlan::Incremental { id, epoch } if response.session_id == id => {
-                self.sessions
-                    .insert(leader, Session::Open { id, epoch: next_epoch(epoch), partitions: planned.sent.clone() });
+                match self.sessions.get_mut(&leader) {
+                    Some(Session::Open { id: open, epoch: next, partitions }) if *open == id => {
+                        // The broker forgot what the request forgot and took what it named.
+                        partitions.retain(|tp, _| planned.partitions.contains_key(tp));
+                        partitions.extend(planned.sent.iter().cloned());
+                        *next = next_epoch(epoch);
+                    }
+                    // Only the plan's own session can be open for the leader while the fetch is
+                    // in flight; anything else and the next fetch starts over.
+                    _ => self.end_session(leader),
+                }
             }
             SessionPlan::Incremental { .. } => {
                 self.end_session(leader);
@@ -562,9 +584,9 @@ impl FetchState {
             };
             for partition in topic.partitions {
                 let tp = TopicPartition::new(name.clone(), partition.partition_index);
-                let Some(&fetch_offset) = planned.offsets.get(&tp) else { continue };
+                let Some(&Planned { offset: fetch_offset, generation }) = planned.partitions.get(&tp) else { continue };
                 let Some(state) = self.partitions.get_mut(&tp) else { continue };
-                if state.position != fetch_offset || planned.generations.get(&tp) != Some(&state.generation) {
+                if state.position != fetch_offset || generation != state.generation {
                     // Stale: the partition was repositioned while this fetch was in flight.
                     continue;
                 }
