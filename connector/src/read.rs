@@ -792,6 +792,8 @@ struct Session {
     /// Row buffers of certified epochs, emptied, for the next epochs to fill (at most
     /// [`SPARE_ROW_BYTES`] of them).
     spare_rows: Vec<RowLines>,
+    /// The capacity of `spare_rows`, all together.
+    spare_bytes: usize,
     metrics: Arc<Metrics>,
 }
 
@@ -952,6 +954,7 @@ impl Session {
             open: 0,
             queued: 0,
             spare_rows: Vec::new(),
+            spare_bytes: 0,
             metrics: Arc::clone(metrics),
         })
     }
@@ -1199,6 +1202,12 @@ impl Session {
             if run.fetched == run.cut {
                 run.started = Instant::now();
             }
+            if run.rows.capacity() == 0 {
+                if let Some(spare) = self.spare_rows.pop() {
+                    self.spare_bytes -= spare.capacity();
+                    run.rows = spare;
+                }
+            }
             run.bytes += record.value.as_ref().map_or(0, |v| v.len() as u64);
             let rendered = run.rows.bytes().len();
             match topic.decoder.decode_into(&record_ref, &mut run.rows) {
@@ -1287,7 +1296,9 @@ impl Session {
             partition: p,
             first_offset: run.cut,
             next: NextOffset::at_epoch(run.fetched, run.fetched_epoch),
-            rows: std::mem::replace(&mut run.rows, self.spare_rows.pop().unwrap_or_default()),
+            // The partition gets a spare buffer with its next record, not now: thousands of
+            // idle partitions would each hold one.
+            rows: std::mem::take(&mut run.rows),
             dead_letters: std::mem::take(&mut run.dead_letters),
             bytes: run.bytes,
             claim: run.claim.clone(),
@@ -1305,8 +1316,8 @@ impl Session {
     /// epoch, and its rows no longer count against the budget.
     fn certified(&mut self, mut epoch: CertifiedEpoch) {
         self.queued = self.queued.saturating_sub(epoch.rendered);
-        let kept: usize = self.spare_rows.iter().map(RowLines::capacity).sum();
-        if kept + epoch.spare.capacity() <= SPARE_ROW_BYTES {
+        if self.spare_bytes + epoch.spare.capacity() <= SPARE_ROW_BYTES {
+            self.spare_bytes += epoch.spare.capacity();
             self.spare_rows.push(std::mem::take(&mut epoch.spare));
         }
         let Some(topic) = self.topics.get_mut(epoch.topic_index) else { return };

@@ -229,6 +229,7 @@ impl Session {
             open: 0,
             queued: 0,
             spare_rows: Vec::new(),
+            spare_bytes: 0,
             metrics,
         })
     }
