@@ -76,7 +76,9 @@ pub struct Metrics {
 
 #[derive(Debug, Default)]
 struct State {
-    partitions: BTreeMap<(String, i32), PartitionFigures>,
+    /// By topic, then partition: looked up by `&str` on every fetched batch and certified epoch,
+    /// without building a key.
+    partitions: BTreeMap<String, BTreeMap<i32, PartitionFigures>>,
     topics: BTreeMap<String, TopicFigures>,
     fenced: u64,
     group_events: [u64; 3],
@@ -119,7 +121,11 @@ impl Metrics {
     }
 
     fn partition<'a>(state: &'a mut State, topic: &str, partition: i32) -> &'a mut PartitionFigures {
-        state.partitions.entry((topic.to_string(), partition)).or_default()
+        if !state.partitions.contains_key(topic) {
+            state.partitions.insert(topic.to_string(), BTreeMap::new());
+        }
+        let partitions = state.partitions.get_mut(topic).unwrap_or_else(|| unreachable!("inserted above"));
+        partitions.entry(partition).or_default()
     }
 
     /// The client whose [`ClientStats`] the scrapes report.
@@ -141,7 +147,7 @@ impl Metrics {
 
     /// This process no longer reads the partition (revoked, lost, fenced): its gauges go.
     pub fn released(&self, topic: &str, partition: i32) {
-        if let Some(figures) = self.state().partitions.get_mut(&(topic.to_string(), partition)) {
+        if let Some(figures) = self.state().partitions.get_mut(topic).and_then(|p| p.get_mut(&partition)) {
             figures.reading = false;
         }
     }
@@ -159,7 +165,7 @@ impl Metrics {
     /// Offsets from a ListOffsets refresh.
     pub fn offsets(&self, topic: &str, partition: i32, log_start: Option<i64>, stable: Option<i64>) {
         let mut state = self.state();
-        if let Some(figures) = state.partitions.get_mut(&(topic.to_string(), partition)) {
+        if let Some(figures) = state.partitions.get_mut(topic).and_then(|p| p.get_mut(&partition)) {
             figures.observe(log_start.unwrap_or(-1), stable.unwrap_or(-1));
         }
     }
@@ -171,7 +177,10 @@ impl Metrics {
         figures.records_certified += rows + dead_letters;
         figures.dead_letters += dead_letters;
         figures.certified = max_of(figures.certified, Some(next_offset));
-        let topic = state.topics.entry(topic.to_string()).or_default();
+        if !state.topics.contains_key(topic) {
+            state.topics.insert(topic.to_string(), TopicFigures::default());
+        }
+        let Some(topic) = state.topics.get_mut(topic) else { return };
         topic.epochs += 1;
         topic.seconds += seconds;
         let bucket = EPOCH_BUCKETS.iter().position(|bound| seconds <= *bound).unwrap_or(EPOCH_BUCKETS.len());
@@ -202,8 +211,11 @@ impl Metrics {
         self.state()
             .partitions
             .iter()
-            .filter(|(_, figures)| figures.reading)
-            .map(|((topic, partition), _)| TopicPartition::new(topic, *partition))
+            .flat_map(|(topic, partitions)| {
+                partitions.iter().map(move |(partition, figures)| (topic, partition, figures))
+            })
+            .filter(|(_, _, figures)| figures.reading)
+            .map(|(topic, partition, _)| TopicPartition::new(topic, *partition))
             .collect()
     }
 
@@ -282,7 +294,7 @@ fn kind_label(kind: ErrorKind) -> &'static str {
 }
 
 fn render(state: &State, stats: &ClientStats, started: SystemTime) -> String {
-    let mut out = String::with_capacity(4096 + state.partitions.len() * 900);
+    let mut out = String::with_capacity(4096 + state.partitions.values().map(BTreeMap::len).sum::<usize>() * 900);
     family(&mut out, "sluice_build_info", "gauge", "Sluice's version and TLS provider; always 1.");
     let tls = if cfg!(feature = "graviola") { "graviola" } else { "ring" };
     let _ = writeln!(out, "sluice_build_info{{version=\"{}\",tls=\"{tls}\"}} 1", env!("CARGO_PKG_VERSION"));
@@ -336,16 +348,18 @@ fn render(state: &State, stats: &ClientStats, started: SystemTime) -> String {
     ];
     for (name, kind, help, value) in columns {
         family(&mut out, name, kind, help);
-        for ((topic, partition), figures) in &state.partitions {
-            if let Some(value) = value(figures) {
-                let _ = writeln!(out, "{name}{{topic=\"{}\",partition=\"{partition}\"}} {value}", escape(topic));
+        for (topic, partitions) in &state.partitions {
+            for (partition, figures) in partitions {
+                if let Some(value) = value(figures) {
+                    let _ = writeln!(out, "{name}{{topic=\"{}\",partition=\"{partition}\"}} {value}", escape(topic));
+                }
             }
         }
     }
 
     family(&mut out, "sluice_partitions_assigned", "gauge", "Partitions of the topic this process reads.");
     for topic in state.topics.keys() {
-        let count = state.partitions.iter().filter(|((t, _), f)| t == topic && f.reading).count();
+        let count = state.partitions.get(topic).map_or(0, |p| p.values().filter(|f| f.reading).count());
         let _ = writeln!(out, "sluice_partitions_assigned{{topic=\"{}\"}} {count}", escape(topic));
     }
     family(&mut out, "sluice_epochs_total", "counter", "Epochs written and certified.");
