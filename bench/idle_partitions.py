@@ -24,7 +24,9 @@ second. "Client memory per partition" is the slope of VmRSS between 100 and 10,0
 ((RSS(10,000) - RSS(100)) / 9,900), so that the fixed cost of the process does not count.
 
 Every client with its defaults (fetch waits: Sluice 500 ms, librdkafka `fetch.wait.max.ms` 500,
-franz-go `FetchMaxWait` 5 s; so franz-go asks a tenth as often). The rdkafka peer assigns the
+franz-go `FetchMaxWait` 5 s; so franz-go asks a tenth as often), and Sluice once more with a 5 s
+wait (`sluice-wire-5s`: `FetchConfig::with_max_wait_ms(5000)`; `sluice-connector-5s`:
+`fetch_max_wait_ms: 5000`). The rdkafka peer assigns the
 partitions directly, as the others do (no group). Clients run one at a time, in rotating order.
 Python 3 standard library only.
 """
@@ -79,6 +81,9 @@ def clients(args):
     table = {
         "sluice-wire": sluice_consume,
         "sluice-connector": args.sluice,
+        # The same with the fetch wait franz-go uses (a tenth as many fetches while idle).
+        "sluice-wire-5s": sluice_consume,
+        "sluice-connector-5s": args.sluice,
         "librdkafka": rdkafka,
         "franz-go": franz,
     }
@@ -106,13 +111,18 @@ class Client:
         self.name, self.n, self.caught_up = name, n, threading.Event()
         self.err = open(os.path.join(workdir, f"{name}.err"), "w")
         env = dict(os.environ, BENCH_IDLE="1")
+        if name == "sluice-wire-5s":
+            env["BENCH_MAX_WAIT_MS"] = "5000"
         self.dest = None
-        if name == "sluice-connector":
+        if name.startswith("sluice-connector"):
             self.dest = os.path.join(workdir, "dest")
             os.makedirs(self.dest)
             config = os.path.join(workdir, "config.json")
             with open(config, "w") as f:
-                json.dump({"brokers": [args.bootstrap], "topics": [topic], "start_position": "earliest"}, f)
+                settings = {"brokers": [args.bootstrap], "topics": [topic], "start_position": "earliest"}
+                if name == "sluice-connector-5s":
+                    settings["fetch_max_wait_ms"] = 5000
+                json.dump(settings, f)
             argv = [binary, "read", "--config", config, "--dest", self.dest, "--mode", "continuous"]
         else:
             argv = [binary, args.bootstrap, topic, str(n), str(n)]
@@ -236,12 +246,12 @@ def main():
     baselines, results = {}, []
     for n in sizes:
         base = []
-        for _ in range(args.runs):
+        for run in range(args.runs):
+            # The broker's own idle CPU drifts (log cleaner, KRaft, GC): one baseline window per
+            # run, between the clients' runs, rather than all of them before.
             time.sleep(args.settle)
             base.append(window(broker, None, args.idle)[0])
-        baselines[n] = med(base)
-        log(f"baseline {n}: broker {baselines[n]:.3f} s of CPU per {args.idle:g} s ({base})")
-        for run in range(args.runs):
+            log(f"baseline {n} (run {run}): broker {base[-1]:.3f} s of CPU per {args.idle:g} s")
             shift = run % len(chosen)
             for name, binary in chosen[shift:] + chosen[:shift]:
                 r = run_client(args, name, binary, topics[n], n, broker)
@@ -249,6 +259,7 @@ def main():
                     r["run"] = run
                     results.append(r)
                     log(json.dumps(r))
+        baselines[n] = med(base)
     text = report(results, baselines, names, sizes, args)
     print(text)
     if args.out:

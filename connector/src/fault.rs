@@ -17,7 +17,7 @@
 //! | `file.synced` | ... fsynced, not yet renamed into place |
 //! | `file.renamed` | ... renamed into place, directory not yet fsynced |
 //! | `epoch.written` | an epoch's segment is in place, its checkpoint not yet certified |
-//! | `epoch.certified` | the checkpoint is certified, the writer has not yet reported it to the read loop |
+//! | `epoch.certified` | the checkpoint is certified (of one epoch, or of the epochs of different partitions written before it), the writer has not yet reported it to the read loop |
 //! | `run.begun` | a topic's run is recorded (bounded: earlier output cleared), nothing read yet |
 //! | `run.finishing` | a bounded run read everything, `finish_run` not yet called |
 //! | `pg.checkpoint.moved` | Postgres: the epoch's transaction moved the checkpoint, rows not yet copied |

@@ -46,7 +46,14 @@ async fn consume(
 ) -> Result<String, Box<dyn std::error::Error>> {
     let started = Instant::now();
     let client = Client::connect(ClientConfig::new([bootstrap])).await?;
-    let config = FetchConfig::default();
+    let mut config = FetchConfig::default();
+    // Experiments only: BENCH_MAX_WAIT_MS, BENCH_FETCH_SESSIONS=0.
+    if let Some(wait) = std::env::var("BENCH_MAX_WAIT_MS").ok().and_then(|v| v.parse().ok()) {
+        config = config.with_max_wait_ms(wait);
+    }
+    if std::env::var("BENCH_FETCH_SESSIONS").is_ok_and(|v| v == "0") {
+        config = config.with_sessions(false);
+    }
     let isolation = config.isolation;
     let assigned: Vec<TopicPartition> = (0..partitions).map(|p| TopicPartition::new(topic, p)).collect();
     let earliest = client.list_offsets(&assigned, OffsetSpec::Earliest, isolation).await?;
