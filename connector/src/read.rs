@@ -1458,6 +1458,19 @@ struct QueuedEpoch {
     claim: Option<Claim>,
 }
 
+impl QueuedEpoch {
+    /// What the destination writes.
+    fn written(&self) -> Epoch<'_> {
+        Epoch {
+            partition: self.partition,
+            first_offset: self.first_offset,
+            last_offset: self.next.offset - 1,
+            rows: &self.rows,
+            dead_letters: &self.dead_letters,
+        }
+    }
+}
+
 /// The writer's report of an epoch it wrote and certified. The rows stay with the writer, which
 /// frees them; the read loop needs only the figures.
 struct CertifiedEpoch {
@@ -1643,14 +1656,7 @@ fn write_and_certify<D: Destination>(
     let Some(topic) = batch.first().map(|epoch| epoch.topic.clone()) else { return Ok(Vec::new()) };
     let mut positions = BTreeMap::new();
     for epoch in &batch {
-        let written = Epoch {
-            partition: epoch.partition,
-            first_offset: epoch.first_offset,
-            last_offset: epoch.next.offset - 1,
-            rows: &epoch.rows,
-            dead_letters: &epoch.dead_letters,
-        };
-        destination.write_epoch(&topic, &written)?;
+        destination.write_epoch(&topic, &epoch.written())?;
         crate::fault::point("epoch.written");
         positions.insert(epoch.partition, epoch.next);
     }
@@ -1670,14 +1676,7 @@ fn write_and_certify_claimed<D: Destination + SharedDestination>(
     claim: Claim,
 ) -> Result<CertifiedEpoch, DestinationError> {
     let started = Instant::now();
-    let written = Epoch {
-        partition: epoch.partition,
-        first_offset: epoch.first_offset,
-        last_offset: epoch.next.offset - 1,
-        rows: &epoch.rows,
-        dead_letters: &epoch.dead_letters,
-    };
-    destination.write_claimed_epoch(&epoch.topic, &claim, &written)?;
+    destination.write_claimed_epoch(&epoch.topic, &claim, &epoch.written())?;
     crate::fault::point("epoch.written");
     destination.certify_claimed(&epoch.topic, &claim, Some(epoch.first_offset), epoch.next)?;
     crate::fault::point("epoch.certified");
