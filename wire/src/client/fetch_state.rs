@@ -534,7 +534,10 @@ impl FetchState {
                 match self.sessions.get_mut(&leader) {
                     Some(Session::Open { id: open, epoch: next, partitions }) if *open == id => {
                         // The broker forgot what the request forgot and took what it named.
-                        partitions.retain(|tp, _| planned.partitions.contains_key(tp));
+                        // Only the forgotten are not planned; an idle fetch forgets nothing.
+                        if !planned.request.forgotten.is_empty() {
+                            partitions.retain(|tp, _| planned.partitions.contains_key(tp));
+                        }
                         partitions.extend(planned.sent.iter().cloned());
                         *next = next_epoch(epoch);
                     }
